@@ -1,0 +1,53 @@
+"""What the machine (or container) gives us: memory and CPUs, cgroup-aware (Binder)."""
+from __future__ import annotations
+
+import os
+
+MIB = 1 << 20
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            v = f.read().strip().split()[0]
+        return None if v == "max" else int(v)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def available_memory() -> int:
+    """Bytes this process may still use: min of the cgroup's room and MemAvailable."""
+    limits = []
+    limit = _read_int("/sys/fs/cgroup/memory.max") or _read_int(
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+    usage = _read_int("/sys/fs/cgroup/memory.current") or _read_int(
+        "/sys/fs/cgroup/memory/memory.usage_in_bytes")
+    if limit and limit < (1 << 50):
+        limits.append(max(limit - (usage or 0), 0))
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    limits.append(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    return min(limits) if limits else 4 << 30
+
+
+def cpu_count() -> int:
+    """CPUs we may use: cgroup quota if set, else the affinity mask."""
+    quota = None
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            q, period = f.read().split()
+            if q != "max":
+                quota = max(1, int(int(q) / int(period)))
+    except (OSError, ValueError):
+        pass
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(n, quota) if quota else n
+
+
+def default_kv_cache_memory() -> int:
+    """KV budget when none is given: a fifth of what is free, between 64 MiB and 512 MiB."""
+    return int(min(512 * MIB, max(64 * MIB, available_memory() // 5)))
