@@ -107,15 +107,19 @@ def _labelled(configs) -> tuple[list[str], list[dict]]:
                                    f"(label, dict) pair, got {type(c).__name__}")
         labels.append(label)
         dicts.append(dict(c))
-    # Unnamed configs are labelled by the options that differ between the configs.
+    # Unnamed configs are labelled by the options that differ between the configs; an
+    # option a config leaves out shows the engine's default.
+    from .config import EngineConfig
+    defaults = {f.name: f.default for f in dataclasses.fields(EngineConfig)}
     keys = sorted({k for d in dicts for k in d})
-    varying = [k for k in keys if len({repr(d.get(k)) for d in dicts}) > 1]
+    missing = object()
+    value = lambda d, k: d.get(k, defaults.get(k, missing))
+    varying = [k for k in keys if len({repr(value(d, k)) for d in dicts}) > 1]
     for i, d in enumerate(dicts):
         if labels[i] is None:
-            labels[i] = ", ".join(f"{k}={d[k]}" for k in varying if k in d) or f"config {i}"
-    for i, label in enumerate(labels):
-        if labels.count(label) > 1:
-            labels[i] = f"{label} #{i}"
+            parts = [f"{k}={value(d, k)}" for k in varying if value(d, k) is not missing]
+            labels[i] = ", ".join(parts) or f"config {i}"
+    labels = [f"{l} #{i}" if labels.count(l) > 1 else l for i, l in enumerate(labels)]
     return labels, dicts
 
 

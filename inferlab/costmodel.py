@@ -12,7 +12,7 @@ priced as if the step ran on the named GPU, for the real model shape or a bigger
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from .errors import InvalidInputError, check_type
 
@@ -33,7 +33,6 @@ ALLREDUCE_LATENCY_S = 8e-6
 
 TB = 1e12
 GB = 1e9
-GiB = 1 << 30
 
 
 @dataclass(slots=True, frozen=True)
@@ -58,7 +57,7 @@ class GPUProfile:
 GPUS: dict[str, GPUProfile] = {p.name: p for p in (
     GPUProfile("H100", 3.35 * TB, 989.4e12, 494.7e12, 66.9e12, 80 * GB, 450 * GB, "NVLink 4"),
     GPUProfile("H200", 4.8 * TB, 989.4e12, 494.7e12, 66.9e12, 141 * GB, 450 * GB, "NVLink 4"),
-    GPUProfile("B200", 8.0 * TB, 2250e12, 1100e12, 75e12, 180 * GB, 900 * GB, "NVLink 5"),
+    GPUProfile("B200", 8.0 * TB, 2250e12, 1125e12, 75e12, 180 * GB, 900 * GB, "NVLink 5"),
     GPUProfile("A100", 2.039 * TB, 312e12, 156e12, 19.5e12, 80 * GB, 300 * GB, "NVLink 3"),
     GPUProfile("A10", 600 * GB, 125e12, 62.5e12, 31.2e12, 24 * GB, 32 * GB, "PCIe 4"),
     GPUProfile("L4", 300 * GB, 121e12, 60e12, 30.3e12, 24 * GB, 32 * GB, "PCIe 4"),
@@ -114,7 +113,8 @@ class ModelShape:
 
     @property
     def layer_params(self) -> int:
-        h, q, kv = self.hidden_size, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        h = self.hidden_size
+        q, kv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         attn = h * q + 2 * h * kv + q * h + ((q + 2 * kv) if self.attention_bias else 0)
         return attn + 3 * h * self.intermediate_size + 2 * h   # gate/up/down + two RMSNorms
 
@@ -224,7 +224,8 @@ def step_time(gpu: GPUProfile, shape: ModelShape, chunks, dtype_bytes: int = 2,
     if tokens == 0:
         return 0.0
     compute = step_flops(shape, chunks) / tp / (gpu.peak_flops(dtype_bytes) * FLOPS_EFFICIENCY)
-    memory = step_bytes(shape, chunks, dtype_bytes) / tp / (gpu.hbm_bandwidth * BANDWIDTH_EFFICIENCY)
+    memory = (step_bytes(shape, chunks, dtype_bytes) / tp
+              / (gpu.hbm_bandwidth * BANDWIDTH_EFFICIENCY))
     # Megatron-style TP: two all-reduces of the activations per layer (after attention and
     # after the MLP); they sit on the critical path, so they add rather than overlap.
     comm = 2 * shape.num_layers * allreduce_time(gpu, tokens * shape.hidden_size * dtype_bytes, tp)
@@ -313,9 +314,3 @@ def make_clock(clock: str = "wall", *, hf_config=None, sim_model: str | None = N
         raise InvalidInputError("a simulated clock needs sim_model (a shape name) or hf_config")
     return SimulatedClock(gpu, shape, dtype_bytes, tp)
 
-
-def describe(shape: ModelShape) -> dict:
-    """Plain dict of a shape plus its derived sizes (for tables)."""
-    d = {f.name: getattr(shape, f.name) for f in fields(shape)}
-    d.update(num_params=shape.num_params, kv_bytes_per_token=kv_bytes_per_token(shape))
-    return d

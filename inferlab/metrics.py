@@ -87,7 +87,7 @@ class RunMetrics:
     slo: SLO | None = None
     goodput: float = NAN             # requests / s meeting every SLO limit (NaN without SLO)
     slo_attainment: float = NAN      # fraction of requests meeting the SLO
-    clock: str = ""                  # which clock produced the times ("wall", "H100 (simulated...)")
+    clock: str = ""                  # which clock made the times: "wall", "H100 (simulated, ...)"
     num_unfinished: int = 0
 
     def to_dict(self) -> dict:
@@ -106,13 +106,15 @@ class RunMetrics:
 
     def __str__(self) -> str:
         ms = lambda s: f"{s.mean * 1e3:.1f} / {s.median * 1e3:.1f} / {s.p99 * 1e3:.1f} ms"
-        lines = [f"{self.num_requests} requests in {self.duration:.3f} s ({self.clock or 'clock ?'})",
-                 f"throughput: {self.request_throughput:.2f} req/s, "
-                 f"{self.output_throughput:.1f} output tok/s, {self.total_token_throughput:.1f} tok/s",
+        lines = [f"{self.num_requests} requests in {self.duration:.3f} s "
+                 f"({self.clock or 'clock ?'})",
+                 f"throughput: {self.request_throughput:.2f} req/s, {self.output_throughput:.1f} "
+                 f"output tok/s, {self.total_token_throughput:.1f} tok/s",
                  *(f"{name} mean/median/p99: {ms(getattr(self, name))}"
                    for name in ("ttft", "tpot", "itl", "e2e"))]
         if self.slo is not None:
-            lines.append(f"goodput: {self.goodput:.2f} req/s ({self.slo_attainment:.0%} meet {self.slo})")
+            lines.append(f"goodput: {self.goodput:.2f} req/s "
+                         f"({self.slo_attainment:.0%} meet {self.slo})")
         return "\n".join(lines)
 
 

@@ -99,8 +99,15 @@ def _random_model(name: str, dtype, seed: int) -> LoadedModel:
                        "random")
 
 
+@functools.lru_cache(maxsize=2)
 def load_model(spec: str | None, dtype: str = "float32", device: str = "cpu",
                seed: int = 0) -> LoadedModel:
+    """Load ``spec`` (cached: engines only read the weights, so several engines share one copy)""" 
+    return _load_model(spec, dtype, device, seed)
+
+
+def _load_model(spec: str | None, dtype: str = "float32", device: str = "cpu",
+                seed: int = 0) -> LoadedModel:
     """Load ``spec``: None (SmolLM2 GGUF), 'tiny' / 'tiny-smollm2' (random), a dir or a .gguf."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM

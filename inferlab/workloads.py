@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InvalidInputError, check_type
+from .errors import InvalidInputError, InvalidTypeError, check_type
 
 
 # --- distributions ---------------------------------------------------------------------
@@ -110,11 +110,11 @@ class Gamma:
 
 def _lengths(spec, name):
     if isinstance(spec, bool):
-        raise InvalidInputError(f"{name} must be an int or Fixed/Uniform/CappedExponential")
+        raise InvalidTypeError(f"{name} must be an int or Fixed/Uniform/CappedExponential")
     if isinstance(spec, (int, np.integer)):
         spec = Fixed(int(spec))
     if not isinstance(spec, (Fixed, Uniform, CappedExponential)):
-        raise InvalidInputError(f"{name} must be an int or Fixed/Uniform/CappedExponential, "
+        raise InvalidTypeError(f"{name} must be an int or Fixed/Uniform/CappedExponential, "
                                 f"got {spec!r}")
     lo, hi = spec.bounds
     if isinstance(spec, CappedExponential) and not spec.mean > 0:
@@ -128,7 +128,7 @@ def _arrivals(spec):
     if spec is None:
         return AllAtOnce()
     if not isinstance(spec, (AllAtOnce, Poisson, Gamma)):
-        raise InvalidInputError("arrival must be None, AllAtOnce(), Poisson(rate) or "
+        raise InvalidTypeError("arrival must be None, AllAtOnce(), Poisson(rate) or "
                                 f"Gamma(rate, cv), got {spec!r}")
     if isinstance(spec, (Poisson, Gamma)) and not spec.rate > 0:
         raise InvalidInputError(f"arrival rate must be > 0 requests/s, got {spec.rate}")
@@ -208,7 +208,8 @@ def _check_common(vocab_size, low, seed):
 
 def synthetic(num_requests: int, *, prompt_len=128, output_len=CappedExponential(64, 128),
               arrival=None, shared_prefix: float = 0.0, prefix_groups: int = 1,
-              vocab_size: int = 49152, low: int = 3, seed: int = 0, name: str | None = None) -> Workload:
+              vocab_size: int = 49152, low: int = 3, seed: int = 0,
+              name: str | None = None) -> Workload:
     """Independent requests. ``shared_prefix``: the fraction of each prompt that is a prefix
     common to its group (``prefix_groups`` distinct prefixes, e.g. system prompts)."""
     check_type("num_requests", num_requests, int, "an int >= 1")
@@ -231,7 +232,8 @@ def synthetic(num_requests: int, *, prompt_len=128, output_len=CappedExponential
         ids = prefixes[i % prefix_groups][:n_pre] + _tokens(rng, p_lens[i] - n_pre, vocab_size, low)
         reqs.append(WorkloadRequest(f"r{i}", ids, int(o_lens[i]), float(times[i])))
     desc = (f"{num_requests} requests, prompt {p_spec}, output {o_spec}, arrivals {a_spec}"
-            + (f", {shared_prefix:.0%} shared prefix ({prefix_groups} group(s))" if shared_prefix else ""))
+            + (f", {shared_prefix:.0%} shared prefix ({prefix_groups} group(s))"
+               if shared_prefix else ""))
     return Workload(name or "synthetic", reqs, desc, seed)
 
 
@@ -243,6 +245,9 @@ def _sessions(ids, num, turns, *, system_len, first_len, follow_len, output_len,
         raise InvalidInputError(f"num_sessions and turns must be >= 1, got {num}, {turns}")
     if think_time < 0:
         raise InvalidInputError(f"think_time must be >= 0 seconds, got {think_time}")
+    if system_len < 0:
+        raise InvalidInputError(f"the shared system/tools prompt length must be >= 0, "
+                                f"got {system_len}")
     rng = _check_common(vocab_size, low, seed)
     f_spec, u_spec, o_spec = (_lengths(first_len, "first_len"), _lengths(follow_len, "follow_len"),
                               _lengths(output_len, "output_len"))
@@ -269,9 +274,10 @@ def chat_sessions(num_sessions: int, turns: int = 4, *, system_prompt_len: int =
                   think_time: float = 1.0, arrival=None, vocab_size: int = 49152, low: int = 3,
                   seed: int = 0) -> Workload:
     """Multi-turn chats: each turn re-sends the whole history plus a new user message."""
-    reqs = _sessions(("s", "t"), num_sessions, turns, system_len=system_prompt_len, first_len=user_len,
-                     follow_len=user_len, output_len=output_len, think_time=think_time,
-                     arrival=arrival, vocab_size=vocab_size, low=low, seed=seed)
+    reqs = _sessions(("s", "t"), num_sessions, turns, system_len=system_prompt_len,
+                     first_len=user_len, follow_len=user_len, output_len=output_len,
+                     think_time=think_time, arrival=arrival, vocab_size=vocab_size, low=low,
+                     seed=seed)
     return Workload("chat", reqs, f"{num_sessions} chat sessions x {turns} turns, system prompt "
                     f"{system_prompt_len} tok, user {user_len}, think {think_time} s", seed)
 

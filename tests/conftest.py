@@ -1,0 +1,19 @@
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The real SmolLM2-135M-Instruct, loaded once (engines share the cached weights)."""
+    from inferlab.model_loader import load_model
+    return load_model(None)
+
+
+@pytest.fixture
+def tiny_engine():
+    import inferlab as il
+    return il.Engine("tiny", num_blocks=64, block_size=4)

@@ -1,0 +1,75 @@
+"""Greedy parity with transformers, token for token, on real SmolLM2 and a tiny random Llama."""
+import pytest
+import torch
+
+import inferlab as il
+
+PROMPTS = [
+    "What is the capital of France?",
+    [{"role": "user", "content": "Write a haiku about the sea."}],     # chat messages
+    "The quick brown fox jumps over the lazy dog. " * 6,               # > 3 blocks of 16
+    [42],                                                              # a single token
+    "Once upon a time",
+    "1, 2, 3, 4,",
+    "def fibonacci(n):",
+    "Paris is the city of",
+]
+
+
+def hf_greedy(hf, prompt_ids, n):
+    ids = torch.tensor([prompt_ids])
+    out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
+                      do_sample=False, eos_token_id=None, pad_token_id=0)
+    return out[0, ids.shape[1]:].tolist()
+
+
+def check_parity(engine, hf, n=32):
+    outs = engine.generate(PROMPTS, il.SamplingParams(max_tokens=n, ignore_eos=True),
+                           use_tqdm=False)
+    assert len({len(o.prompt_token_ids) for o in outs}) == len(PROMPTS)   # all lengths differ
+    for o in outs:
+        assert o.token_ids == hf_greedy(hf, o.prompt_token_ids, n), o.prompt
+    assert engine.stats().kv_blocks_used == 0
+    return outs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block_size", [16, 7])
+def test_smollm2_greedy_matches_transformers(smollm2, block_size):
+    eng = il.Engine(block_size=block_size)
+    outs = check_parity(eng, smollm2.hf_model)
+    assert outs[0].text.startswith("\nassistant\nThe capital of France is Paris") or \
+        "Paris" in outs[0].text
+
+
+@pytest.mark.slow
+def test_smollm2_prefill_logits_match(smollm2):
+    eng = il.Engine(block_size=16)
+    ids = eng.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 6)
+    with torch.no_grad():
+        ref = smollm2.hf_model(torch.tensor([ids])).logits[0]
+    ours = eng.runner.prompt_logits(ids)
+    assert (ref - ours).abs().max().item() < 1e-3
+
+
+@pytest.mark.slow
+def test_chat_answer_is_paris():
+    eng = il.Engine()
+    out = eng.generate([[{"role": "user", "content": "What is the capital of France?"}]],
+                       il.SamplingParams(max_tokens=16), use_tqdm=False)[0]
+    assert out.text == "The capital of France is Paris."
+    assert out.finish_reason == "stop"
+
+
+@pytest.mark.parametrize("block_size", [16, 3])
+def test_tiny_greedy_matches_transformers(block_size):
+    eng = il.Engine("tiny", block_size=block_size, num_blocks=256)
+    check_parity(eng, eng.loaded.hf_model, n=16)
+
+
+def test_tiny_prefill_logits_match():
+    eng = il.Engine("tiny", num_blocks=64)
+    ids = list(range(100, 160))
+    with torch.no_grad():
+        ref = eng.loaded.hf_model(torch.tensor([ids])).logits[0]
+    assert (ref - eng.runner.prompt_logits(ids)).abs().max().item() < 1e-4
