@@ -5,7 +5,6 @@ the same function summarizes a wall-clock run and a simulated-GPU run; ``clock``
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -156,7 +155,3 @@ def summarize(outputs, *, duration: float | None = None, slo: SLO | None = None,
         goodput=NAN if good is None else rate(good),
         slo_attainment=NAN if good is None or not ms else good / len(ms),
         clock=clock, num_unfinished=len(outputs) - len(done))
-
-
-def is_nan(x) -> bool:
-    return isinstance(x, float) and math.isnan(x)

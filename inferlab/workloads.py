@@ -15,7 +15,7 @@ parent finished. Same seed, same workload, token for token.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

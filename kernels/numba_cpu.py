@@ -1,0 +1,213 @@
+"""Numba CPU paged attention: write_kv, decode and packed (chunked) prefill.
+
+Layout of the work (why it is fast on a few cores):
+- One parallel work item = one sequence x one kv head x a tile of up to Q_TILE query tokens.
+  Each K/V row of the sequence is read once per work item and reused by all ``group`` query
+  heads that share the kv head (GQA) and by every query token of the tile, so decode reads
+  each cached byte once -- decode is bound by memory bandwidth, not by arithmetic.
+- Online softmax per key block: the scores of one block live in a small [rows, block_size]
+  scratch; the running max/sum/accumulator are rescaled once per block, not once per token,
+  and no [context] score row is ever materialised (the torch reference gathers all of K/V).
+- ``prange`` over work items; every item owns its output rows, so no locking.
+- fastmath without nnan/ninf: lets LLVM vectorise the dot products (reassociation) while the
+  -inf running max of an empty row still behaves.
+
+All arrays are numpy, float32 (inferlab.kernels converts torch tensors, zero copy, and casts
+other float dtypes) -- the accumulators are float32 whatever comes in.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+# The OpenMP threading layer took ~12 ms per parallel call on the 2-core dev VM (thread wake-up
+# latency) against ~0.08 ms for numba's own workqueue; the work here is coarse, so workqueue
+# loses nothing elsewhere. It is not safe for concurrent launches, hence _LOCK. An explicit
+# NUMBA_THREADING_LAYER in the environment wins.
+if "NUMBA_THREADING_LAYER" not in os.environ:
+    numba.config.THREADING_LAYER = "workqueue"
+_LOCK = threading.Lock()
+
+FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}
+Q_TILE = 16                  # query tokens per prefill work item: K/V reuse vs. load balance
+PARALLEL_MIN_BYTES = 1 << 20  # below ~1 MB of K/V a thread fork costs more than it saves
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _attend_rows(q, k_cache, v_cache, table, row0, nrows, pos0, kvh, group, scale, out):
+    """Query rows row0..row0+nrows-1 of ``q`` (token positions pos0.. in their sequence, whose
+    physical blocks are ``table``) attend causally to the cached keys 0..pos, for the ``group``
+    query heads of kv head ``kvh``. Writes those rows/heads of ``out``."""
+    bs = k_cache.shape[1]
+    head_dim = k_cache.shape[3]
+    R = nrows * group                                  # (token, head) pairs of this item
+    qt = np.empty((R, head_dim), dtype=np.float32)        # [R, D] scaled queries
+    acc = np.zeros((R, head_dim), dtype=np.float32)       # [R, D] unnormalised output
+    m = np.full(R, -np.inf, dtype=np.float32)          # [R] running max score
+    l = np.zeros(R, dtype=np.float32)                  # [R] running sum of exp
+    last = np.empty(R, dtype=np.int64)                 # [R] last key position (causal)
+    sc = np.empty((R, bs), dtype=np.float32)           # [R, bs] scores, then probs, of a block
+    for r in range(R):
+        tok, g = r // group, r % group
+        last[r] = pos0 + tok
+        for d in range(head_dim):
+            qt[r, d] = q[row0 + tok, kvh * group + g, d] * scale
+
+    n_keys = pos0 + nrows                              # keys visible to the last row
+    for b in range((n_keys + bs - 1) // bs):
+        blk = table[b]
+        t0 = b * bs
+        tmax = min(bs, n_keys - t0)
+        # scores: each K row is loaded once and used by every row of the item
+        for t in range(tmax):
+            krow = k_cache[blk, t, kvh]                # [D]
+            for r in range(R):
+                if t0 + t <= last[r]:
+                    s = np.float32(0.0)
+                    for d in range(head_dim):
+                        s += qt[r, d] * krow[d]
+                    sc[r, t] = s
+        # online softmax: fold this block into each row's running max / sum / accumulator
+        for r in range(R):
+            nvalid = min(tmax, last[r] + 1 - t0)
+            if nvalid <= 0:
+                sc[r, :tmax] = 0.0
+                continue
+            m_new = m[r]
+            for t in range(nvalid):
+                m_new = max(m_new, sc[r, t])
+            alpha = math.exp(m[r] - m_new)             # 0 on the first block (m = -inf)
+            if alpha != 1.0:
+                l[r] *= alpha
+                for d in range(head_dim):
+                    acc[r, d] *= alpha
+            for t in range(nvalid):
+                p = math.exp(sc[r, t] - m_new)
+                sc[r, t] = p
+                l[r] += p
+            sc[r, nvalid:tmax] = 0.0
+            m[r] = m_new
+        # weighted values: each V row loaded once
+        for t in range(tmax):
+            vrow = v_cache[blk, t, kvh]                # [D]
+            for r in range(R):
+                p = sc[r, t]
+                if p != 0.0:
+                    for d in range(head_dim):
+                        acc[r, d] += p * vrow[d]
+
+    for r in range(R):
+        tok, g = r // group, r % group
+        inv = np.float32(1.0) / l[r]
+        for d in range(head_dim):
+            out[row0 + tok, kvh * group + g, d] = acc[r, d] * inv
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _decode_item(i, q, k_cache, v_cache, block_tables, seq_lens, scale, out):
+    # work item i = (sequence, kv head); q, out [S, H, D]
+    num_kv_heads = k_cache.shape[2]
+    s, kvh = i // num_kv_heads, i % num_kv_heads
+    _attend_rows(q, k_cache, v_cache, block_tables[s], s, 1, seq_lens[s] - 1, kvh,
+                 q.shape[1] // num_kv_heads, scale, out)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _prefill_item(i, q, k_cache, v_cache, block_tables, work, scale, out):
+    # work item i = (tile, kv head); work [W, 4] = (seq, first q row, rows, pos of first row)
+    num_kv_heads = k_cache.shape[2]
+    w, kvh = i // num_kv_heads, i % num_kv_heads
+    _attend_rows(q, k_cache, v_cache, block_tables[work[w, 0]], work[w, 1], work[w, 2],
+                 work[w, 3], kvh, q.shape[1] // num_kv_heads, scale, out)
+
+
+# Serial and parallel twins (separate functions so their on-disk caches stay apart).
+@njit(cache=True, fastmath=FASTMATH)
+def _decode_serial(q, k_cache, v_cache, block_tables, seq_lens, scale, out):
+    for i in range(q.shape[0] * k_cache.shape[2]):
+        _decode_item(i, q, k_cache, v_cache, block_tables, seq_lens, scale, out)
+
+
+@njit(cache=True, fastmath=FASTMATH, parallel=True)
+def _decode_parallel(q, k_cache, v_cache, block_tables, seq_lens, scale, out):
+    for i in prange(q.shape[0] * k_cache.shape[2]):
+        _decode_item(i, q, k_cache, v_cache, block_tables, seq_lens, scale, out)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _prefill_serial(q, k_cache, v_cache, block_tables, work, scale, out):
+    for i in range(work.shape[0] * k_cache.shape[2]):
+        _prefill_item(i, q, k_cache, v_cache, block_tables, work, scale, out)
+
+
+@njit(cache=True, fastmath=FASTMATH, parallel=True)
+def _prefill_parallel(q, k_cache, v_cache, block_tables, work, scale, out):
+    for i in prange(work.shape[0] * k_cache.shape[2]):
+        _prefill_item(i, q, k_cache, v_cache, block_tables, work, scale, out)
+
+
+def _run(serial, parallel, kv_bytes, *args):
+    if kv_bytes < PARALLEL_MIN_BYTES or numba.config.NUMBA_NUM_THREADS == 1:
+        return serial(*args)
+    with _LOCK:
+        return parallel(*args)
+
+
+@njit(cache=True)
+def _write_kv_kernel(k, v, k_cache, v_cache, slot_mapping):
+    # k, v [T, KVH, D] -> caches [NB, bs, KVH, D]; a negative slot (padding) is skipped
+    bs = k_cache.shape[1]
+    for i in range(k.shape[0]):
+        slot = slot_mapping[i]
+        if slot < 0:
+            continue
+        k_cache[slot // bs, slot % bs] = k[i]
+        v_cache[slot // bs, slot % bs] = v[i]
+
+
+def prefill_work(seq_lens, query_start_loc, q_tile: int = Q_TILE) -> np.ndarray:
+    """Split each sequence's new tokens into tiles: [W, 4] int64 (seq, row0, nrows, pos0)."""
+    items = []
+    for s, length in enumerate(seq_lens.tolist()):
+        q0, q1 = int(query_start_loc[s]), int(query_start_loc[s + 1])
+        first_pos = length - (q1 - q0)                 # new tokens are the last of the seq
+        for row0 in range(q0, q1, q_tile):
+            items.append((s, row0, min(q_tile, q1 - row0), first_pos + row0 - q0))
+    return np.array(items, dtype=np.int64).reshape(-1, 4)
+
+
+def write_kv(k, v, k_cache, v_cache, slot_mapping) -> None:
+    _write_kv_kernel(k, v, k_cache, v_cache, np.ascontiguousarray(slot_mapping, np.int64))
+
+
+def _f32(x):
+    return np.ascontiguousarray(x, np.float32)          # no copy for contiguous float32
+
+
+def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale):
+    out = np.empty(q.shape, np.float32)                 # [S, H, D]
+    seq_lens = np.ascontiguousarray(seq_lens, np.int32)
+    row_bytes = 2 * k_cache.shape[2] * k_cache.shape[3] * 4   # K+V of one token
+    _run(_decode_serial, _decode_parallel, int(seq_lens.sum()) * row_bytes,
+         _f32(q), _f32(k_cache), _f32(v_cache), np.ascontiguousarray(block_tables, np.int32),
+         seq_lens, float(scale), out)
+    return out.astype(q.dtype, copy=False)
+
+
+def paged_attention_prefill(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc,
+                            scale):
+    out = np.zeros(q.shape, np.float32)                 # [T, H, D]
+    work = prefill_work(np.asarray(seq_lens), np.asarray(query_start_loc))
+    if len(work):
+        # K/V bytes touched: each tile re-reads its sequence's keys up to its last row
+        row_bytes = 2 * k_cache.shape[2] * k_cache.shape[3] * 4
+        kv_bytes = int((work[:, 3] + work[:, 2]).sum()) * row_bytes
+        _run(_prefill_serial, _prefill_parallel, kv_bytes, _f32(q), _f32(k_cache),
+             _f32(v_cache), np.ascontiguousarray(block_tables, np.int32), work, float(scale),
+             out)
+    return out.astype(q.dtype, copy=False)

@@ -1,0 +1,194 @@
+"""Engine core with exact assertions: block ids, free-queue order, ref counts, no leaks."""
+import pytest
+
+from inferlab.block_pool import BlockPool
+from inferlab.config import EngineConfig
+from inferlab.kv_manager import ContiguousKVManager, PagedKVManager
+from inferlab.params import SamplingParams
+from inferlab.request import Request, RequestStatus
+from inferlab.scheduler import Scheduler
+
+
+def req(rid, n_prompt, max_tokens=4, start=100):
+    return Request(rid, list(range(start, start + n_prompt)), SamplingParams(max_tokens=max_tokens))
+
+
+def test_block_pool_free_queue_order_and_ref_counts():
+    pool = BlockPool(6, enable_caching=False)
+    assert pool.allocate(2) == [0, 1]
+    assert pool.allocate(3) == [2, 3, 4]
+    assert list(pool.free_queue) == [5]
+    pool.free([4, 3, 2])                       # freed tail first
+    assert list(pool.free_queue) == [5, 4, 3, 2]
+    assert pool.allocate(2) == [5, 4]
+    pool.touch([0])
+    assert pool.ref_cnt[:2] == [2, 1]
+    pool.free([0, 1])
+    assert pool.ref_cnt[:2] == [1, 0] and list(pool.free_queue) == [3, 2, 1]
+    with pytest.raises(RuntimeError):
+        pool.free([1])                         # already at zero
+    with pytest.raises(RuntimeError):
+        pool.allocate(4)
+
+
+def test_paged_allocation_grows_block_by_block_and_frees_everything():
+    kv = PagedKVManager(8, block_size=4, enable_prefix_caching=False)
+    r = req("a", 6)
+    assert kv.allocate_slots(r, 6)
+    assert kv.block_table("a") == [0, 1]
+    r.num_computed_tokens = 6
+    kv.commit(r)
+    assert kv.allocate_slots(r, 1) and kv.block_table("a") == [0, 1]   # 7th token fits block 1
+    r.num_computed_tokens = 7
+    r.output_token_ids = [1, 2]                                         # 8 tokens
+    assert kv.allocate_slots(r, 1) and kv.block_table("a") == [0, 1]
+    r.num_computed_tokens = 8
+    assert kv.allocate_slots(r, 1) and kv.block_table("a") == [0, 1, 2]  # 9th token: new block
+    assert kv.usage().blocks_used == 3
+    kv.free(r)
+    assert kv.pool.num_free == 8 and kv.pool.ref_cnt == [0] * 8
+    assert list(kv.pool.free_queue)[-3:] == [2, 1, 0]
+
+
+def test_paged_allocation_refuses_without_changing_state():
+    kv = PagedKVManager(3, block_size=4, enable_prefix_caching=False)
+    a, b = req("a", 8), req("b", 8)
+    assert kv.allocate_slots(a, 8)
+    assert not kv.allocate_slots(b, 8)
+    assert kv.block_table("b") == [] and kv.pool.num_free == 1
+
+
+def test_prefix_cache_shares_blocks_and_evicts_lru():
+    kv = PagedKVManager(6, block_size=4, enable_prefix_caching=True)
+    a = req("a", 10)
+    kv.allocate_slots(a, 10)
+    a.num_computed_tokens = 10
+    kv.commit(a)                                   # blocks 0, 1 full -> cached
+    assert kv.cached_block_ids() == {0, 1}
+    b = req("b", 9)                                # same first 8 tokens
+    hits = kv.get_computed_blocks(b)
+    assert hits == [0, 1]
+    assert kv.allocate_slots(b, 1, hits)
+    assert kv.block_table("b") == [0, 1, 3] and kv.pool.ref_cnt[:4] == [2, 2, 1, 1]
+    kv.free(a)
+    kv.free(b)
+    assert kv.pool.ref_cnt == [0] * 6
+    # free queue: never-used 4, 5; a frees tail first but only 2 reaches zero (0, 1 are
+    # shared); then b's blocks tail first: 3, 1, 0. The shared prefix is evicted last.
+    assert list(kv.pool.free_queue) == [4, 5, 2, 3, 1, 0]
+    c = req("c", 9)
+    assert kv.get_computed_blocks(c) == [0, 1]     # still cached after both finished
+    d = req("d", 20, start=500)                    # 5 blocks: evicts from the head
+    assert kv.allocate_slots(d, 20)
+    assert kv.block_table("d") == [4, 5, 2, 3, 1]
+    assert kv.cached_block_ids() == {0}            # block 1 evicted, block 0 survives
+    assert kv.get_computed_blocks(req("e", 9)) == [0]
+    ev = [e.kind for e in kv.drain_events()]
+    assert "evicted" in ev and "shared" in ev and "cached" in ev
+
+
+def test_prefix_hit_never_covers_the_last_token():
+    kv = PagedKVManager(6, block_size=4, enable_prefix_caching=True)
+    a = req("a", 8)
+    kv.allocate_slots(a, 8)
+    a.num_computed_tokens = 8
+    kv.commit(a)
+    same = req("b", 8)                             # identical prompt: only 1 block may hit
+    assert kv.get_computed_blocks(same) == [0]
+
+
+def test_contiguous_first_fit_and_fragmentation():
+    kv = ContiguousKVManager(10, block_size=2, max_model_len=16, reserve="request")
+    a, b, c = req("a", 2, 2), req("b", 4, 2), req("c", 2, 2)    # 2, 3, 2 blocks
+    assert kv.allocate_slots(a, 2) and kv.block_table("a") == [0, 1]
+    assert kv.allocate_slots(b, 4) and kv.block_table("b") == [2, 3, 4]
+    assert kv.allocate_slots(c, 2) and kv.block_table("c") == [5, 6]
+    kv.free(a)
+    kv.free(c)                                     # holes: [0,1], [5..9] -> 2 and 5 blocks
+    d = req("d", 6, 2)                             # needs 4 blocks: only the tail hole fits
+    assert kv.allocate_slots(d, 6) and kv.block_table("d") == [5, 6, 7, 8]
+    e = req("e", 4, 2)                  # 3 blocks; 3 are free ([0, 1] and [9]) but not together
+    assert not kv.allocate_slots(e, 4) and kv.block_table("e") == []
+    d.num_computed_tokens = 6
+    kv.commit(d)
+    u = kv.usage()
+    assert (u.blocks_used, u.slots_allocated, u.tokens_used) == (7, 14, 6)
+
+
+def make_scheduler(policy="continuous", num_blocks=16, block_size=4, **kw):
+    cfg = EngineConfig(scheduler=policy, block_size=block_size, num_blocks=num_blocks, **kw)
+    kv = PagedKVManager(num_blocks, block_size, cfg.enable_prefix_caching)
+    return Scheduler(cfg, kv, max_model_len=64)
+
+
+def run_fake(s, steps=100, token=7):
+    """Drive a scheduler with a fake model that always samples ``token``."""
+    log = []
+    for _ in range(steps):
+        out = s.schedule()
+        if out.is_empty:
+            break
+        log.append([(c.request_id, c.num_tokens, c.kind) for c in out.chunks])
+        s.update(out, {c.request_id: token for c in out.chunks if c.samples})
+    return log
+
+
+def test_continuous_joins_as_soon_as_it_fits_and_chunks_prompts():
+    s = make_scheduler(max_num_batched_tokens=8, max_num_seqs=4)
+    s.add(req("a", 5, max_tokens=3))
+    s.add(req("b", 10, max_tokens=2))
+    log = run_fake(s)
+    assert log[0] == [("a", 5, "prefill"), ("b", 3, "prefill")]    # b's prompt is chunked
+    assert log[1] == [("a", 1, "decode"), ("b", 7, "prefill")]
+    assert log[2] == [("a", 1, "decode"), ("b", 1, "decode")]
+    assert len(log) == 3                                            # both finished
+    assert s.kv.pool.num_free == 16
+
+
+def test_static_admits_next_batch_only_when_all_finished():
+    s = make_scheduler("static", max_num_seqs=2)
+    s.add(req("a", 2, max_tokens=1))
+    s.add(req("b", 2, max_tokens=3))
+    s.add(req("c", 2, max_tokens=1))
+    log = run_fake(s)
+    assert [sorted(r for r, _, _ in step) for step in log] == [
+        ["a", "b"], ["b"], ["b"], ["c"]]
+
+
+def test_preemption_frees_and_recomputes():
+    s = make_scheduler(num_blocks=4, block_size=2, max_num_seqs=4, enable_prefix_caching=False)
+    s.add(req("a", 3, max_tokens=4))
+    s.add(req("b", 3, max_tokens=4, start=200))
+    log = run_fake(s)
+    assert s.num_preemptions >= 1
+    assert any(k == "prefill" and n > 3 for step in log for _, n, k in step)  # recompute w/ outputs
+    assert s.kv.pool.num_free == 4 and s.kv.pool.ref_cnt == [0] * 4
+    assert not s.has_unfinished()
+
+
+def test_request_state_machine_rejects_illegal_moves():
+    r = req("a", 2)
+    with pytest.raises(RuntimeError):
+        r.move_to(RequestStatus.PREEMPTED)
+    r.move_to(RequestStatus.RUNNING)
+    r.move_to(RequestStatus.FINISHED_LENGTH)
+    with pytest.raises(RuntimeError):
+        r.move_to(RequestStatus.RUNNING)
+
+
+def test_engine_abort_frees_blocks(tiny_engine):
+    import inferlab as il
+    eng = tiny_engine
+    rid = eng.add_request("Hello there, how are you today?", il.SamplingParams(max_tokens=50))
+    other = eng.add_request([5, 6, 7], il.SamplingParams(max_tokens=3))
+    eng.step()
+    eng.step()
+    assert eng.stats().kv_blocks_used > 0
+    assert eng.abort(rid)
+    assert not eng.abort(rid)
+    while eng.has_unfinished_requests():
+        eng.step()
+    st = eng.stats()
+    assert st.kv_blocks_used == 0 and st.num_running == 0
+    assert eng.kv.pool.ref_cnt == [0] * eng.num_blocks
+    assert other not in eng.scheduler.requests
