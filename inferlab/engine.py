@@ -56,7 +56,7 @@ class Engine:
             from dataclasses import replace
             sched_cfg = replace(cfg, max_num_batched_tokens=self.max_model_len)
         self.scheduler = Scheduler(sched_cfg, self.kv, self.max_model_len)
-        self.clock = _make_clock(cfg, hf_cfg)
+        self.clock = _make_clock(cfg, hf_cfg, self.loaded.name)
         self.bus = EventBus()
         self._pending: list = []              # heap of (arrival, seq, Request) not yet arrived
         self._texts: dict[str, TextState] = {}
@@ -308,10 +308,6 @@ def _first(x):
     return x[0] if isinstance(x, (list, tuple)) else x
 
 
-def _make_clock(cfg: EngineConfig, hf_cfg):
-    from .costmodel import ModelShape, SimulatedClock, WallClock, get_gpu, model_shape
-    if cfg.clock == "wall":
-        return WallClock()
-    shape = model_shape(cfg.sim_model) if cfg.sim_model else ModelShape.from_hf_config(hf_cfg)
-    dtype_bytes = 4 if cfg.dtype == "float32" else 2
-    return SimulatedClock(get_gpu(cfg.clock), shape, dtype_bytes=dtype_bytes)
+def _make_clock(cfg: EngineConfig, hf_cfg, name: str):
+    from .costmodel import make_clock
+    return make_clock(cfg.clock, hf_config=hf_cfg, sim_model=cfg.sim_model, model_name=name)

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 
 import numpy as np
 from numba import config, cuda, float32
+
+from .cuda_launch import Launch, host_view, install_simulator_shuffle
 
 WARPS = 4                 # warps per thread block
 THREADS = WARPS * 32
@@ -34,33 +35,8 @@ MIN_PARTITION = 128       # ... but never into partitions shorter than this (mer
 FULL_MASK = 0xFFFFFFFF
 
 
-def _install_simulator_shuffle():
-    """numba's CUDA simulator has no warp shuffles. Emulate shfl_xor_sync with a barrier per
-    simulated warp (every lane of a warp reaches each shuffle in these kernels), so the
-    simulator runs the very kernels the GPU runs."""
-    from numba.cuda.simulator import kernelapi
-    if hasattr(kernelapi.FakeCUDAModule, "shfl_xor_sync"):
-        return
-    lock = threading.Lock()
-
-    def shfl_xor_sync(self, mask, value, lane_mask):
-        th = threading.current_thread()              # a simulator BlockThread
-        with lock:                                   # one (barrier, slots) per warp of a block
-            warps = th._manager.__dict__.setdefault("_warps", {})
-            barrier, slots = warps.setdefault(th.thread_id // 32,
-                                              (threading.Barrier(32), [None] * 32))
-        lane = th.thread_id % 32
-        slots[lane] = value
-        barrier.wait()
-        result = slots[lane ^ lane_mask]
-        barrier.wait()
-        return result
-
-    kernelapi.FakeCUDAModule.shfl_xor_sync = shfl_xor_sync
-
-
 if config.ENABLE_CUDASIM:
-    _install_simulator_shuffle()
+    install_simulator_shuffle()
 
 
 @cuda.jit(device=True, inline=True)
@@ -237,60 +213,7 @@ def _write_kv_kernel(k, v, k_cache, v_cache, slot_mapping):
                                                                           e % head_dim]
 
 
-# ---- launchers: torch CUDA tensors (zero copy, torch's stream) or host/device arrays --------
-
-def _is_torch(x) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
-class _Launch:
-    """Device views of the arguments, the stream to run on, and how to hand results back."""
-
-    def __init__(self, like):
-        self.torch = _is_torch(like) and like.is_cuda
-        self.host = not self.torch and not hasattr(like, "__cuda_array_interface__")
-        if self.torch:
-            import torch
-            self.device = like.device
-            self.stream = cuda.external_stream(torch.cuda.current_stream(like.device).cuda_stream)
-        else:
-            self.stream = cuda.default_stream()
-
-    def dev(self, x, dtype=None):
-        if self.torch:
-            import torch
-            x = x.detach()
-            if dtype is not None:
-                x = x.to(getattr(torch, np.dtype(dtype).name))   # no-op when already right
-            return cuda.as_cuda_array(x.contiguous(), sync=False)
-        if _is_torch(x):
-            x = x.numpy()                                # CPU tensor into a numba launch
-        if self.host:
-            return cuda.to_device(np.ascontiguousarray(x, dtype), stream=self.stream)
-        return x
-
-    def empty(self, shape):
-        if self.torch:
-            import torch                                 # caching allocator, no cudaMalloc
-            t = torch.empty(shape, dtype=torch.float32, device=self.device)
-            return t, cuda.as_cuda_array(t, sync=False)
-        d = cuda.device_array(shape, np.float32, stream=self.stream)
-        return d, d
-
-    def result(self, handle, like):
-        if self.host:
-            out = handle.copy_to_host(stream=self.stream)
-            self.stream.synchronize()
-            return _to_like(out, like)
-        return handle
-
-
-def _to_like(out, like):
-    if _is_torch(like):
-        import torch
-        return torch.from_numpy(out)
-    return out
-
+# ---- launchers -----------------------------------------------------------------------------
 
 def _check(q, k_cache):
     head_dim, num_kv_heads = k_cache.shape[3], k_cache.shape[2]
@@ -306,7 +229,7 @@ def _check(q, k_cache):
 def _attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, is_prefill, scale,
                partition_size):
     _check(q, k_cache)
-    L = _Launch(q)
+    L = Launch(q)
     num_rows, num_heads, head_dim = q.shape
     num_kv_heads, bs = k_cache.shape[2], k_cache.shape[1]
     if num_rows == 0:
@@ -347,17 +270,14 @@ def paged_attention_prefill(q, k_cache, v_cache, block_tables, seq_lens, query_s
 
 
 def write_kv(k, v, k_cache, v_cache, slot_mapping) -> None:
-    L = _Launch(k_cache)
+    L = Launch(k_cache)
     if k.shape[0] == 0:
         return
-    kc, vc = L.dev(k_cache), L.dev(v_cache)
+    kc, vc = L.dev(k_cache, inplace=True), L.dev(v_cache, inplace=True)
     _write_kv_kernel[k.shape[0], 128, L.stream](L.dev(k), L.dev(v), kc, vc,
                                                 L.dev(slot_mapping, np.int64))
     if L.host:                                           # host caches: copy the update back
-        kc.copy_to_host(_host_view(k_cache), stream=L.stream)
-        vc.copy_to_host(_host_view(v_cache), stream=L.stream)
+        kc.copy_to_host(host_view(k_cache), stream=L.stream)
+        vc.copy_to_host(host_view(v_cache), stream=L.stream)
         L.stream.synchronize()
 
-
-def _host_view(x):
-    return x.numpy() if _is_torch(x) else x

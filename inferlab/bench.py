@@ -1,0 +1,89 @@
+"""Benchmarks that compare side by side in one run (ratios, never absolute timed tests).
+
+    inferlab bench engine     our engine vs transformers generate (padded batch, batch 1)
+                              vs transformers generate_batch (its continuous batching)
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+
+def _median_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model=None,
+                 batch1_requests=4, device=None, out=print) -> dict:
+    """tokens/s of the same requests through four paths; returns {name: tok/s} and ratios."""
+    import numpy as np
+    import torch
+    from transformers import GenerationConfig
+
+    import inferlab as il
+    kw = {"device": device} if device else {}
+    eng = il.Engine(model, max_num_seqs=num_requests, **kw)
+    hf = eng.loaded.hf_model
+    dev = next(hf.parameters()).device
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(3, eng.vocab_size, prompt_len).tolist() for _ in range(num_requests)]
+    sp = il.SamplingParams(max_tokens=new_tokens, ignore_eos=True)
+    total = num_requests * new_tokens
+    out(f"model={eng.model_name} threads={torch.get_num_threads()} requests={num_requests} "
+        f"prompt={prompt_len} new={new_tokens} median of {repeats}")
+
+    def ours():
+        outs = eng.generate(prompts, sp, use_tqdm=False)
+        assert all(len(o.token_ids) == new_tokens for o in outs)
+
+    gc = GenerationConfig(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                          eos_token_id=None, pad_token_id=0)
+
+    def hf_padded(batch):
+        def run():
+            with torch.inference_mode():
+                for i in range(0, len(batch), len(batch)):
+                    ids = torch.tensor(batch, device=dev)
+                    hf.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gc)
+        return run
+
+    def hf_batch1():
+        with torch.inference_mode():
+            for p in prompts[:batch1_requests]:
+                ids = torch.tensor([p], device=dev)
+                hf.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gc)
+
+    def hf_cb():
+        cb_model = hf_cb.model
+        with torch.inference_mode():
+            res = cb_model.generate_batch(prompts, generation_config=gc, progress_bar=False)
+        assert len(res) == num_requests
+
+    results = {}
+    ours()   # warm-up (also JIT-compiles numba kernels when used)
+    results["inferlab engine"] = total / _median_time(ours, repeats)
+    out(f"  inferlab engine            {results['inferlab engine']:8.1f} tok/s")
+    results["transformers padded x32"] = total / _median_time(hf_padded(prompts), repeats)
+    out(f"  transformers padded batch  {results['transformers padded x32']:8.1f} tok/s")
+    results["transformers batch 1"] = batch1_requests * new_tokens / _median_time(hf_batch1, 1)
+    out(f"  transformers batch 1       {results['transformers batch 1']:8.1f} tok/s")
+    try:
+        from transformers import AutoModelForCausalLM
+        hf_cb.model = AutoModelForCausalLM.from_config(hf.config, attn_implementation="paged|sdpa")
+        hf_cb.model.load_state_dict(hf.state_dict())
+        hf_cb.model.to(dev).eval()
+        hf_cb()  # warm-up
+        results["transformers generate_batch"] = total / _median_time(hf_cb, repeats)
+        out(f"  transformers generate_batch{results['transformers generate_batch']:8.1f} tok/s")
+    except Exception as e:  # noqa: BLE001 - report, do not hide
+        out(f"  transformers generate_batch failed: {type(e).__name__}: {e}")
+    base = results["inferlab engine"]
+    for k, v in results.items():
+        if k != "inferlab engine":
+            out(f"  inferlab / {k:28s} = {base / v:5.2f}x")
+    return results

@@ -1,0 +1,90 @@
+"""Command line: `inferlab generate "prompt"`, `inferlab bench ...`, `inferlab figures`."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _generate(args) -> int:
+    import inferlab as il
+    eng = il.Engine(args.model, block_size=args.block_size, attention_backend=args.backend)
+    prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
+    params = il.SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
+                               top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    last = None
+    for delta in eng.stream(prompt, params):
+        sys.stdout.write(delta.new_text)
+        sys.stdout.flush()
+        last = delta
+    m = last.metrics
+    st = eng.stats()
+    n = m.num_output_tokens
+    rate = (n - 1) / (m.e2e - m.ttft) if n > 1 and m.e2e > m.ttft else float("nan")
+    print()
+    print(f"--- {eng.model_name} | prompt {m.num_prompt_tokens} tokens | {n} new tokens "
+          f"({last.finish_reason})")
+    print(f"TTFT {m.ttft * 1000:.1f} ms | decode {rate:.1f} tokens/s | "
+          f"KV blocks used {st.peak_kv_blocks_used} of {st.kv_blocks_total} "
+          f"(block size {st.block_size}) | clock {st.clock}")
+    return 0
+
+
+def _bench(args) -> int:
+    if args.what == "engine":
+        from .bench import bench_engine
+        bench_engine(num_requests=args.requests, repeats=args.repeats, model=args.model,
+                     device=args.device)
+        return 0
+    from .bench_scheduling import run as run_sched
+    run_sched(args.what, repeats=args.repeats, model=args.model)
+    return 0
+
+
+def _figures(args) -> int:
+    from .figures_book import build_all
+    build_all(args.out, smoke=args.smoke)
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="inferlab", description="A lab over a real LLM inference "
+                                "engine: paged KV cache, continuous batching, live widgets.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate", help="stream a completion, then print TTFT, tokens/s, KV use")
+    g.add_argument("prompt")
+    g.add_argument("--model", default=None, help="None = SmolLM2-135M-Instruct; 'tiny'; a path")
+    g.add_argument("--max-tokens", type=int, default=64)
+    g.add_argument("--temperature", type=float, default=0.0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--block-size", type=int, default=16)
+    g.add_argument("--backend", default="auto")
+    g.add_argument("--raw", dest="chat", action="store_false",
+                   help="send the prompt as raw text instead of a chat message")
+    g.set_defaults(fn=_generate)
+    b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
+    b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked"])
+    b.add_argument("--repeats", type=int, default=3)
+    b.add_argument("--requests", type=int, default=32)
+    b.add_argument("--model", default=None)
+    b.add_argument("--device", default=None)
+    b.set_defaults(fn=_bench)
+    f = sub.add_parser("figures", help="regenerate every chapter's figure (SVG, PNG, PDF)")
+    f.add_argument("--out", default="figures")
+    f.add_argument("--smoke", action="store_true", help="small workloads (fast)")
+    f.set_defaults(fn=_figures)
+    args = p.parse_args(argv)
+    from .errors import InferlabError
+    try:
+        return args.fn(args)
+    except InferlabError as e:
+        print(f"inferlab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninferlab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

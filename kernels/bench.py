@@ -1,0 +1,121 @@
+"""CPU benchmark: numba decode kernel vs the torch reference on SmolLM2-135M decode shapes.
+
+    python -m inferlab.kernels.bench                 # markdown table for BENCHMARKS.md
+    python -m inferlab.kernels.bench --batches 1 64 --contexts 2048 --repeats 9
+
+Both backends run side by side in one process on the same caches (shuffled block tables).
+Times are medians of ``--repeats`` calls after a warm-up. The reference is timed with torch's
+default thread count and with 1 thread, and the faster of the two is reported (so the
+comparison never flatters numba). GB/s counts the K/V bytes a decode step must read;
+the roof is this machine's bandwidth, measured here with a 512 MB numpy copy (read + write,
+one thread) and a parallel numba read of the same buffer.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from . import numba_cpu, reference
+
+HEADS, KV_HEADS, HEAD_DIM, BLOCK = 9, 3, 64, 16          # SmolLM2-135M attention
+
+
+def median_time(fn, repeats: int) -> float:
+    fn()                                                  # warm-up (and JIT on first use)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def memory_bandwidth(mb: int = 512) -> dict:
+    from numba import njit, prange
+
+    @njit(parallel=True, cache=False)
+    def read_all(a):                                      # a [n] float32: sum = read once
+        s = 0.0
+        for i in prange(a.size):
+            s += a[i]
+        return s
+
+    src = np.ones(mb * 2 ** 20 // 4, np.float32)
+    dst = np.empty_like(src)
+    copy_s = median_time(lambda: np.copyto(dst, src), 5)
+    with numba_cpu._LOCK:
+        read_s = median_time(lambda: read_all(src), 5)
+    return {"copy_gbs": 2 * src.nbytes / copy_s / 1e9, "read_gbs": src.nbytes / read_s / 1e9}
+
+
+def decode_case(batch: int, context: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    nblk = -(-context // BLOCK)
+    num_blocks = batch * nblk
+    tables = rng.permutation(num_blocks).astype(np.int32).reshape(batch, nblk)
+    shape = (num_blocks, BLOCK, KV_HEADS, HEAD_DIM)
+    k_cache = rng.standard_normal(shape, dtype=np.float32)
+    v_cache = rng.standard_normal(shape, dtype=np.float32)
+    q = rng.standard_normal((batch, HEADS, HEAD_DIM), dtype=np.float32)
+    seq_lens = np.full(batch, context, np.int32)
+    return q, k_cache, v_cache, tables, seq_lens
+
+
+def bench_one(batch: int, context: int, repeats: int) -> dict:
+    q, kc, vc, tables, lens = decode_case(batch, context)
+    scale = HEAD_DIM ** -0.5
+    t_numba = median_time(
+        lambda: numba_cpu.paged_attention_decode(q, kc, vc, tables, lens, scale), repeats)
+    args = [torch.from_numpy(a) for a in (q, kc, vc, tables, lens)]
+    default_threads = torch.get_num_threads()
+    t_ref = float("inf")
+    with torch.inference_mode():
+        for threads in sorted({default_threads, 1}):
+            torch.set_num_threads(threads)
+            t_ref = min(t_ref, median_time(
+                lambda: reference.paged_attention_decode(*args, scale), repeats))
+    torch.set_num_threads(default_threads)
+    kv_bytes = 2 * batch * context * KV_HEADS * HEAD_DIM * 4
+    out = numba_cpu.paged_attention_decode(q, kc, vc, tables, lens, scale)
+    err = float(np.abs(out - reference.paged_attention_decode(*args, scale).numpy()).max())
+    return dict(batch=batch, context=context, numba_ms=t_numba * 1e3, ref_ms=t_ref * 1e3,
+                speedup=t_ref / t_numba, numba_gbs=kv_bytes / t_numba / 1e9,
+                ref_gbs=kv_bytes / t_ref / 1e9, max_err=err)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
+    p.add_argument("--contexts", type=int, nargs="+", default=[128, 512, 2048])
+    p.add_argument("--repeats", type=int, default=7)
+    args = p.parse_args(argv)
+
+    import numba
+    bw = memory_bandwidth()
+    roof = max(bw["copy_gbs"], bw["read_gbs"])
+    rows = [bench_one(b, c, args.repeats) for b in args.batches for c in args.contexts]
+    print(f"machine: {platform.processor() or platform.machine()}, "
+          f"{numba.config.NUMBA_NUM_THREADS} numba threads "
+          f"({numba.threading_layer()} layer), torch {torch.__version__} "
+          f"({torch.get_num_threads()} threads), numba {numba.__version__}")
+    print(f"measured memory bandwidth: {bw['copy_gbs']:.1f} GB/s numpy copy (read+write), "
+          f"{bw['read_gbs']:.1f} GB/s parallel numba read; roof = {roof:.1f} GB/s\n")
+    print("| batch | context | numba-cpu ms | reference ms | speedup | numba GB/s | % of roof "
+          "| reference GB/s | max abs err |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['batch']} | {r['context']} | {r['numba_ms']:.3f} | {r['ref_ms']:.3f} | "
+              f"{r['speedup']:.1f}x | {r['numba_gbs']:.1f} | {100 * r['numba_gbs'] / roof:.0f}% "
+              f"| {r['ref_gbs']:.1f} | {r['max_err']:.1e} |")
+    slowest = min(rows, key=lambda r: r["speedup"])
+    print(f"\nslowest speedup: {slowest['speedup']:.1f}x at batch {slowest['batch']}, "
+          f"context {slowest['context']}")
+
+
+if __name__ == "__main__":
+    main()
