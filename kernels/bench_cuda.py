@@ -1,0 +1,160 @@
+"""GPU check of the numba-CUDA kernels (run by kernels/gpu_check.sh on a lent H200).
+
+    python -m inferlab.kernels.bench_cuda [--peak-tbs 4.8]
+
+1. correctness vs the torch reference (on the GPU, fp32, no TF32) at real shapes;
+2. kernel-only decode bandwidth at batch 64, context 2048 and 4096 (SmolLM2 and Llama-8B
+   heads) as a % of the peak; "kernel-only" = GPU time between CUDA events around launches
+   queued behind a GPU sleep, so host launch latency is hidden;
+3. launch overhead: host time per call of the Python launcher at a tiny shape;
+4. torch SDPA on the same K/V gathered into contiguous tensors (kernel-only, and with the
+   gather counted).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+
+from . import paged_attention_decode, paged_attention_prefill, reference, write_kv
+
+DEV = "cuda"
+
+
+def make(batch, context, heads, kv_heads, head_dim, block=16, new_tokens=1, seed=0):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    nblk = -(-context // block)
+    tables = torch.randperm(batch * nblk, generator=g).int().view(batch, nblk)
+    shape = (batch * nblk, block, kv_heads, head_dim)
+    return dict(q=torch.randn(batch * new_tokens, heads, head_dim, generator=g).to(DEV),
+                k_cache=torch.randn(shape, generator=g).to(DEV),
+                v_cache=torch.randn(shape, generator=g).to(DEV),
+                block_tables=tables.to(DEV),
+                seq_lens=torch.full((batch,), context, dtype=torch.int32, device=DEV),
+                query_start_loc=torch.arange(0, batch * new_tokens + 1, new_tokens,
+                                             dtype=torch.int32, device=DEV),
+                scale=head_dim ** -0.5)
+
+
+def dec(c, backend):
+    return paged_attention_decode(c["q"], c["k_cache"], c["v_cache"], c["block_tables"],
+                                  c["seq_lens"], c["scale"], backend=backend)
+
+
+def gpu_time(fn, n=20) -> float:
+    """Seconds per call of GPU work only: launches queue up behind a GPU sleep."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(50_000_000)                        # ~25 ms: the host runs ahead
+    start.record()
+    for _ in range(n):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3 / n
+
+
+def correctness() -> bool:
+    ok = True
+    cases = [("decode SmolLM2 b64 ctx<=2048", 64, 2048, 9, 3, 64, 1),
+             ("decode Llama-8B b16 ctx<=4096", 16, 4096, 32, 8, 128, 1),
+             ("decode GQA1 d128 b8 ctx 777", 8, 777, 8, 8, 128, 1),
+             ("prefill SmolLM2 4 x 512 new of 1500", 4, 1500, 9, 3, 64, 512)]
+    for name, b, ctx, h, kvh, d, new in cases:
+        c = make(b, ctx, h, kvh, d, new_tokens=new)
+        c["seq_lens"] = torch.randint(max(new, 1), ctx + 1, (b,), dtype=torch.int32,
+                                      device=DEV)
+        if new == 1:
+            err = (dec(c, "numba-cuda") - dec(c, "reference")).abs().max().item()
+        else:
+            args = [c[k] for k in ("q", "k_cache", "v_cache", "block_tables", "seq_lens",
+                                   "query_start_loc")]
+            err = (paged_attention_prefill(*args, c["scale"], backend="numba-cuda")
+                   - paged_attention_prefill(*args, c["scale"], backend="reference")
+                   ).abs().max().item()
+        ok &= err <= 1e-4
+        print(f"  {name:40s} max abs err {err:.2e} {'ok' if err <= 1e-4 else 'FAIL'}")
+    kc = torch.zeros(64, 16, 8, 128, device=DEV)
+    vc = torch.zeros_like(kc)
+    k, v = torch.randn(300, 8, 128, device=DEV), torch.randn(300, 8, 128, device=DEV)
+    slots = torch.randperm(64 * 16, device=DEV)[:300]
+    write_kv(k, v, kc, vc, slots, backend="numba-cuda")
+    good = torch.equal(kc.view(-1, 8, 128)[slots], k) and torch.equal(vc.view(-1, 8, 128)[slots], v)
+    ok &= good
+    print(f"  {'write_kv 300 tokens (in place)':40s} {'ok' if good else 'FAIL'}")
+    return ok
+
+
+def bandwidth(peak_tbs: float) -> None:
+    print("| heads (q/kv/dim) | batch | context | numba-cuda us | TB/s | % of peak "
+          "| SDPA (gathered) us | gather+SDPA us |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for heads in [(9, 3, 64), (32, 8, 128)]:
+        for ctx in (2048, 4096):
+            c = make(64, ctx, *heads)
+            h, kvh, d = heads
+            t = gpu_time(lambda: dec(c, "numba-cuda"))
+            kv_bytes = c["k_cache"].numel() * 4 * 2
+            tbs = kv_bytes / t / 1e12
+            # SDPA on contiguous K/V: [B, KVH, L, D], GQA expanded to [B, H, L, D]
+            tables = c["block_tables"].long()
+            gather = lambda cache: cache[tables].view(64, -1, kvh, d).transpose(1, 2)
+            q4 = c["q"].view(64, h, 1, d)
+
+            def sdpa(k, v):
+                k, v = k.repeat_interleave(h // kvh, 1), v.repeat_interleave(h // kvh, 1)
+                return F.scaled_dot_product_attention(q4, k, v, scale=c["scale"])
+            kg = gather(c["k_cache"]).repeat_interleave(h // kvh, 1)    # [B, H, L, D]
+            vg = gather(c["v_cache"]).repeat_interleave(h // kvh, 1)
+            t_sdpa = gpu_time(lambda: F.scaled_dot_product_attention(q4, kg, vg,
+                                                                     scale=c["scale"]))
+            del kg, vg
+            t_full = gpu_time(lambda: sdpa(gather(c["k_cache"]), gather(c["v_cache"])))
+            print(f"| {h}/{kvh}/{d} | 64 | {ctx} | {t * 1e6:.1f} | {tbs:.2f} | "
+                  f"{100 * tbs / peak_tbs:.0f}% | {t_sdpa * 1e6:.1f} | {t_full * 1e6:.1f} |")
+    print("  SDPA: on K/V already gathered and GQA-expanded; gather+SDPA: both timed")
+
+
+def launch_overhead() -> None:
+    c = make(1, 16, 9, 3, 64)
+    for _ in range(10):
+        dec(c, "numba-cuda")
+    torch.cuda.synchronize()
+    n = 200
+    t0 = time.perf_counter()
+    for _ in range(n):
+        dec(c, "numba-cuda")
+    host = (time.perf_counter() - t0) / n
+    torch.cuda.synchronize()
+    gpu = gpu_time(lambda: dec(c, "numba-cuda"), n=100)
+    ref_host = time.perf_counter()
+    for _ in range(n):
+        dec(c, "reference")
+    torch.cuda.synchronize()
+    ref_host = (time.perf_counter() - ref_host) / n
+    print(f"  batch 1, context 16: host time per call {host * 1e6:.1f} us (numba launcher), "
+          f"GPU time {gpu * 1e6:.1f} us; torch reference {ref_host * 1e6:.1f} us per call")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--peak-tbs", type=float, default=4.8, help="HBM peak (H200: 4.8 TB/s)")
+    args = p.parse_args(argv)
+    torch.backends.cuda.matmul.allow_tf32 = False       # the reference stays true fp32
+    import numba
+    print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | "
+          f"numba {numba.__version__}")
+    print("## correctness vs reference (fp32, atol 1e-4)")
+    ok = correctness()
+    print("## decode bandwidth, kernel only")
+    bandwidth(args.peak_tbs)
+    print("## launch overhead")
+    launch_overhead()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

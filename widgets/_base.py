@@ -1,0 +1,213 @@
+"""What every view shares: live attach with coalesced updates, trace replay, the scrubber,
+binary arrays, and a static image beside the widget for GitHub and nbviewer.
+
+Live: the engine's hook only appends the StepRecord to a Trace (and wakes a flusher thread
+if it sleeps); the flusher folds new records into the view at most ``max_rate`` times a
+second. The engine never waits on a widget, and a closed front end just stops receiving.
+"""
+from __future__ import annotations
+
+import base64
+import pathlib
+import threading
+import time
+
+import anywidget
+import numpy as np
+import traitlets as t
+
+from inferlab.trace import Trace
+
+HERE = pathlib.Path(__file__).parent
+STATIC_IMAGES = True       # add a PNG of view.figure() to each displayed view
+
+
+def asset(*names: str) -> str:
+    return "\n".join((HERE / n).read_text(encoding="utf-8") for n in names)
+
+
+def pack(values, dtype) -> bytes:
+    """A list of numbers as little-endian bytes (a typed array in the browser)."""
+    return np.asarray(values, dtype=dtype).tobytes()
+
+
+class View(anywidget.AnyWidget):
+    cursor = t.Int(-1).tag(sync=True)           # step shown; -1 follows the latest
+    num_steps = t.Int(0).tag(sync=True)
+    step_times = t.Bytes(b"").tag(sync=True)    # float64: end of each step, seconds from t0
+    live = t.Bool(False).tag(sync=True)
+    clock = t.Unicode("wall").tag(sync=True)
+    title = t.Unicode("").tag(sync=True)
+    max_rate = 20.0                            # updates per second, at most
+    kind = "view"
+
+    def __init__(self, source=None, *, title: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.title = title or self.kind
+        self._lock = threading.RLock()
+        self._trace: Trace | None = None
+        self._done = 0
+        self._t0 = None
+        self._step_t: list[float] = []
+        self._unsub = None
+        self._flusher: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.num_pushes = 0
+        self.errors: list[str] = []
+        self.observe(self._on_cursor, "cursor")
+        if isinstance(source, Trace):
+            self.load_trace(source)
+        elif source is not None:
+            self.attach(source)
+
+    # --- sources -------------------------------------------------------------------------
+    @property
+    def trace(self) -> Trace | None:
+        return self._trace
+
+    def load_trace(self, trace: Trace) -> "View":
+        """Show a recorded trace; the scrubber moves through its steps."""
+        self.detach()
+        with self._lock:
+            self._start(trace)
+            self._flush()
+            self.live = False
+        return self
+
+    def attach(self, engine, trace: Trace | None = None) -> "View":
+        """Follow ``engine`` live (records into ``trace``, or a new one: ``view.trace``)."""
+        self.detach()
+        trace = trace if trace is not None else Trace.record(engine)
+        with self._lock:
+            self._start(trace)
+            self.live = True
+        self._unsub = engine.subscribe(self._poke)
+        return self
+
+    def detach(self) -> "View":
+        if self._unsub is not None:
+            self._unsub()
+            self._unsub = None
+        self._stop.set()
+        f = self._flusher
+        if f is not None and f is not threading.current_thread():
+            f.join(timeout=2)
+        self._flusher = None
+        if self._trace is not None:
+            self.flush()
+        self.live = False
+        return self
+
+    def _start(self, trace):
+        self._trace, self._done, self._step_t = trace, 0, []
+        self._t0 = None
+        self.clock = str(trace.meta.get("clock", "wall"))
+        self._reset()
+
+    # --- coalesced updates ------------------------------------------------------------
+    def _poke(self, rec) -> None:
+        """The engine hook: O(1), never blocks (the Trace already holds the record)."""
+        f = self._flusher
+        if f is None or not f.is_alive():
+            self._stop.clear()
+            self._flusher = threading.Thread(target=self._run, daemon=True,
+                                             name=f"inferlab-{self.kind}-flusher")
+            self._flusher.start()
+
+    def _run(self) -> None:
+        idle = 0
+        while not self._stop.wait(1.0 / self.max_rate):
+            idle = 0 if self.flush() else idle + 1
+            if idle > 2 * self.max_rate:        # asleep after 2 s; the next step wakes it
+                break
+
+    def flush(self) -> int:
+        """Fold records that arrived since the last update into the view; returns how many."""
+        with self._lock:
+            return self._flush()
+
+    def _flush(self) -> int:
+        trace = self._trace
+        if trace is None:
+            return 0
+        new = trace.records[self._done:]
+        if not new and self.num_pushes:
+            return 0
+        if self._t0 is None and trace.records:
+            self._t0 = trace.t0
+        try:
+            self._step_t.extend(r.t_end - self._t0 for r in new)
+            self._ingest(new)
+            with self.hold_sync():
+                self.num_steps = len(self._step_t)
+                self.step_times = pack(self._step_t, "<f8")
+                self._sync()
+        except Exception as e:  # noqa: BLE001 - a broken view must not break the run
+            self.errors.append(f"{type(e).__name__}: {e}")
+        self._done += len(new)
+        self.num_pushes += 1
+        return len(new)
+
+    @property
+    def t0(self) -> float:
+        return self._t0 or 0.0
+
+    def _on_cursor(self, change) -> None:
+        pass
+
+    def shown_step(self) -> int:
+        """The step the scrubber points at (the latest when following)."""
+        n = len(self._step_t)
+        return n - 1 if self.cursor < 0 or self.cursor >= n else self.cursor
+
+    def shown_time(self) -> float | None:
+        """Absolute engine time of the shown step's end (None when nothing is recorded)."""
+        if not self._step_t:
+            return None
+        return self._step_t[self.shown_step()] + self.t0
+
+    # --- to implement ----------------------------------------------------------------
+    def _reset(self) -> None: ...
+    def _ingest(self, records) -> None: ...
+    def _sync(self) -> None: ...
+
+    def figure(self):
+        raise NotImplementedError
+
+    # --- output ---------------------------------------------------------------------
+    def __repr__(self) -> str:   # no memory address: notebook outputs stay comparable
+        return f"{type(self).__name__}({self.num_steps} steps, clock={self.clock!r})"
+
+    def close(self):
+        self.detach()
+        super().close()
+
+    def _repr_mimebundle_(self, **kwargs):
+        out = super()._repr_mimebundle_(**kwargs)
+        data, meta = out if isinstance(out, tuple) else (out, {})
+        data = dict(data)
+        data["text/plain"] = repr(self)
+        if STATIC_IMAGES and self.num_steps:
+            try:
+                from inferlab.figures import to_image
+                png = to_image(self.figure(), "png", width=900, height=420)
+                data["image/png"] = base64.b64encode(png).decode("ascii")
+            except Exception as e:  # noqa: BLE001 - no browser for kaleido: widget only
+                self.errors.append(f"static image: {type(e).__name__}: {e}")
+        return data, meta
+
+    def snapshot(self):
+        """The view as a static PNG (IPython Image), e.g. after a live run."""
+        from IPython.display import Image
+
+        from inferlab.figures import to_image
+        return Image(to_image(self.figure(), "png", width=900, height=420))
+
+
+def wait_until(pred, timeout: float = 5.0, every: float = 0.01) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(every)
+    return pred()

@@ -1,0 +1,146 @@
+// Shared helpers, prepended to each view's ESM by Python (no imports, no network).
+const IL_KIND = ["#BDBDBD", "#0072B2", "#009E73", "#D55E00"]; // queued prefill decode preempted
+const IL_KIND_NAME = ["queued", "prefill", "decode", "preempted"];
+const IL_PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
+  "#F0E442", "#8C6BB1", "#1B9E77", "#A6761D"];
+
+function ilVar(el, name, fallback) {
+  const v = getComputedStyle(el).getPropertyValue(name).trim();
+  return v || fallback;
+}
+
+function ilTheme(el) {
+  return {
+    fg: ilVar(el, "--jp-ui-font-color1", "#222"),
+    fg2: ilVar(el, "--jp-ui-font-color2", "#666"),
+    border: ilVar(el, "--jp-border-color2", "#ddd"),
+    bg: ilVar(el, "--jp-layout-color1", "#fff"),
+    bg2: ilVar(el, "--jp-layout-color2", "#eee"),
+    accent: ilVar(el, "--jp-brand-color1", "#1976d2"),
+    font: ilVar(el, "--jp-ui-font-family", "sans-serif"),
+  };
+}
+
+function ilOwnerColor(i) {
+  if (i < 0) return null;
+  const base = IL_PALETTE[i % IL_PALETTE.length];
+  return base;
+}
+
+// a trait holding bytes (DataView) as a typed array
+function ilArr(model, name, Type) {
+  const dv = model.get(name);
+  if (!dv || !dv.byteLength) return new Type(0);
+  const buf = dv.buffer.slice(dv.byteOffset, dv.byteOffset + dv.byteLength);
+  return new Type(buf);
+}
+
+function ilEl(tag, cls, parent, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+function ilMs(s) {
+  if (!isFinite(s)) return "–";
+  const ms = s * 1e3;
+  return ms >= 1000 ? (ms / 1e3).toFixed(2) + " s" : ms >= 10 ? ms.toFixed(0) + " ms"
+    : ms.toFixed(1) + " ms";
+}
+
+// header: title + clock badge + a stats line
+function ilHeader(model, root) {
+  const h = ilEl("div", "il-header", root);
+  const title = ilEl("span", "il-title", h);
+  const badge = ilEl("span", "il-badge", h);
+  const stats = ilEl("span", "il-stats", h);
+  const up = () => {
+    title.textContent = model.get("title");
+    badge.textContent = (model.get("live") ? "● live · " : "") + "clock: " + model.get("clock");
+  };
+  model.on("change:title", up); model.on("change:live", up); model.on("change:clock", up);
+  up();
+  return { el: h, stats };
+}
+
+// time scrubber over steps; the cursor trait round-trips to Python (-1 = follow latest)
+function ilScrubber(model, root, onMove) {
+  const bar = ilEl("div", "il-scrubber", root);
+  const input = ilEl("input", "il-scrub-input", bar);
+  input.type = "range"; input.min = 0; input.step = 1;
+  const label = ilEl("span", "il-scrub-label", bar);
+  const latest = ilEl("button", "il-scrub-latest", bar, "latest");
+  const sync = () => {
+    const n = model.get("num_steps");
+    const c = model.get("cursor");
+    const times = ilArr(model, "step_times", Float64Array);
+    const k = c < 0 || c >= n ? n - 1 : c;
+    input.max = Math.max(n - 1, 0);
+    input.value = Math.max(k, 0);
+    input.disabled = n === 0;
+    label.textContent = n ? `step ${k + 1}/${n} · t = ${ilMs(times[k])}` : "no steps yet";
+    latest.disabled = c < 0;
+  };
+  input.addEventListener("input", () => {
+    model.set("cursor", parseInt(input.value, 10)); model.save_changes(); sync(); onMove();
+  });
+  latest.addEventListener("click", () => {
+    model.set("cursor", -1); model.save_changes(); sync(); onMove();
+  });
+  model.on("change:num_steps", sync); model.on("change:cursor", sync);
+  model.on("change:step_times", sync);
+  sync();
+  return { el: bar };
+}
+
+// the step index a view shows and its end time (seconds from t0)
+function ilShown(model) {
+  const n = model.get("num_steps");
+  const c = model.get("cursor");
+  const k = c < 0 || c >= n ? n - 1 : c;
+  const times = ilArr(model, "step_times", Float64Array);
+  return { k, t: k >= 0 ? times[k] : 0, tMax: n ? times[n - 1] : 0, n };
+}
+
+// canvas sized to its CSS width with device-pixel scaling
+function ilCanvas(canvas, width, height) {
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = Math.max(1, Math.floor(width * dpr));
+  canvas.height = Math.max(1, Math.floor(height * dpr));
+  canvas.style.width = width + "px"; canvas.style.height = height + "px";
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  return ctx;
+}
+
+// redraw at most once per animation frame; records the last draw time on the element
+function ilScheduler(el, draw) {
+  let pending = false;
+  return () => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => {
+      pending = false;
+      const t = performance.now();
+      try { draw(); } catch (e) { console.warn("inferlab view draw failed", e); }
+      const ms = performance.now() - t;
+      el.dataset.drawMs = ms.toFixed(2);
+      el.dataset.draws = String((parseInt(el.dataset.draws || "0", 10)) + 1);
+    });
+  };
+}
+
+function ilTooltip(root) {
+  const tip = ilEl("div", "il-tooltip", root);
+  tip.style.display = "none";
+  return {
+    show(x, y, text) {
+      tip.textContent = text; tip.style.display = "block";
+      tip.style.left = (x + 12) + "px"; tip.style.top = (y + 12) + "px";
+    },
+    hide() { tip.style.display = "none"; },
+    el: tip,
+  };
+}
