@@ -144,3 +144,28 @@ function ilTooltip(root) {
     el: tip,
   };
 }
+
+function ilDrawLanes(ctx, o) {
+  // o: {x0, w, y0, h, tMax, tCut, lanes, seg*, fin*, theme, highlight}
+  const n = o.lanes.length;
+  const lh = n ? Math.max(1, Math.min(14, o.h / n)) : 14;
+  const sx = (t) => o.x0 + (o.tMax > 0 ? (t / o.tMax) * o.w : 0);
+  const gap = lh > 4 ? 1 : 0;
+  for (let i = 0; i < o.segLane.length; i++) {
+    const t0 = o.segT0[i];
+    if (t0 > o.tCut) continue;
+    const t1 = Math.min(o.segT1[i], o.tCut);
+    const x = sx(t0), w = Math.max(1, sx(t1) - x);
+    ctx.fillStyle = IL_KIND[o.segKind[i]];
+    ctx.fillRect(x, o.y0 + o.segLane[i] * lh + gap, w, lh - 2 * gap);
+  }
+  ctx.fillStyle = o.theme.fg;
+  for (let i = 0; i < o.finLane.length; i++) {
+    if (o.finT[i] > o.tCut) continue;
+    const x = sx(o.finT[i]);
+    ctx.fillStyle = o.finAborted[i] ? IL_KIND[3] : o.theme.fg;
+    ctx.fillRect(x - 1, o.y0 + o.finLane[i] * lh, 2, lh);
+  }
+  return { lh, sx };
+}
+

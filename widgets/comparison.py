@@ -1,0 +1,135 @@
+"""BatchingComparison: the same workload under two engine configs, side by side: request
+timelines on one time axis, batch occupancy over time, latency distributions, throughput.
+
+    cmp = BatchingComparison.run(workload, ("static", dict(scheduler="static")),
+                                 ("continuous", dict(scheduler="continuous")), model="tiny")
+    cmp = BatchingComparison(trace_a, trace_b, labels=["static", "continuous"])
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import traitlets as t
+
+from inferlab.trace import LaneBuilder, Trace
+
+from ._base import View, asset, pack
+from .timeline import pack_segments
+
+SCRUB_POINTS = 200
+
+
+def side_summary(trace: Trace) -> dict:
+    """Timeline arrays, occupancy over time and per-request latencies of one run."""
+    lb = LaneBuilder(trace.arrivals())
+    first: dict[str, float] = {}
+    tokens = 0
+    for rec in trace.records:
+        lb.add(rec)
+        for e in rec.emitted:
+            first.setdefault(e.request_id, rec.t_end)
+            tokens += 1
+    t0 = trace.t0
+    arrival = {s.request_id: s.t0 for s in lb.all_segments() if s.kind == "queued"}
+    arrival.update({k: v for k, v in trace.arrivals().items()})
+    ttft = [first[r] - arrival[r] for r in lb.order if r in first and r in arrival]
+    e2e = [lb.finish[r][0] - arrival[r] for r in lb.order if r in lb.finish and r in arrival]
+    dur = trace.records[-1].t_end - t0 if trace.records else 0.0
+    return {**pack_segments(lb, t0), "occ_t": pack([r.t_end - t0 for r in trace.records], "<f8"),
+            "occ_n": pack([len(r.batch) for r in trace.records], "<i4"),
+            "ttft": pack(ttft, "<f8"), "e2e": pack(e2e, "<f8"), "duration": dur,
+            "output_tokens": tokens, "finished": len(e2e),
+            "throughput": tokens / dur if dur > 0 else 0.0, "clock": trace.meta.get("clock", "")}
+
+
+class BatchingComparison(View):
+    _esm = asset("common.js", "comparison.js")
+    _css = asset("common.css", "comparison.css")
+    kind = "Batching comparison"
+    sides = t.List(t.Dict()).tag(sync=True)      # label + side_summary() per config
+
+    def __init__(self, *traces: Trace, labels=None, title: str | None = None, **kwargs):
+        self._sides: list[list] = []             # [label, Trace]
+        super().__init__(title=title, **kwargs)
+        labels = list(labels or [])
+        for i, tr in enumerate(traces):
+            self.add(tr, labels[i] if i < len(labels) else f"config {i + 1}")
+        self._flush()
+
+    def add(self, trace: Trace, label: str) -> Trace:
+        with self._lock:
+            self._sides.append([label, trace])
+            self.clock = str(trace.meta.get("clock", "wall"))
+        return trace
+
+    def follow(self, engine, label: str) -> Trace:
+        """Add a side recorded live from ``engine``."""
+        trace = self.add(Trace.record(engine), label)
+        engine.subscribe(self._poke)
+        self.live = True
+        return trace
+
+    def _flush(self) -> int:
+        n = sum(len(tr.records) for _, tr in self._sides)
+        if n == self._done and self.num_pushes:
+            return 0
+        try:
+            sides = [{"label": lab, **side_summary(tr)} for lab, tr in self._sides]
+            tmax = max([s["duration"] for s in sides] + [0.0])
+            self._step_t = list(np.linspace(0, tmax, SCRUB_POINTS)) if tmax > 0 else []
+            with self.hold_sync():
+                self.sides = sides
+                self.num_steps = len(self._step_t)
+                self.step_times = pack(self._step_t, "<f8")
+        except Exception as e:  # noqa: BLE001
+            self.errors.append(f"{type(e).__name__}: {e}")
+        delta, self._done = n - self._done, n
+        self.num_pushes += 1
+        return max(delta, 1)
+
+    @classmethod
+    def run(cls, workload, *configs, model="tiny", background: bool = False, **common):
+        """Run ``workload`` once per (label, engine kwargs) config, live into a new view."""
+        from inferlab.engine import Engine
+        from inferlab.workloads import run_workload
+        view = cls(title=f"{cls.kind}: {workload.name}")
+
+        def go():
+            for label, kw in configs:
+                eng = Engine(model, **{**common, **kw})
+                view.follow(eng, label)
+                run_workload(eng, workload, progress=False)
+                view.flush()
+            view.live = False
+        if background:
+            view.thread = threading.Thread(target=go, daemon=True, name="inferlab-compare")
+            view.thread.start()
+        else:
+            go()
+        return view
+
+    def figure(self):
+        from plotly.subplots import make_subplots
+        import plotly.graph_objects as go
+
+        from inferlab import figures
+        fig = make_subplots(rows=1, cols=3, subplot_titles=("requests in the batch",
+                                                            "latency (ms)", "output tokens/s"))
+        for i, (label, tr) in enumerate(self._sides):
+            s = side_summary(tr)
+            color = figures.PALETTE[i % len(figures.PALETTE)]
+            fig.add_trace(go.Scatter(x=np.frombuffer(s["occ_t"]) * 1e3, y=np.frombuffer(
+                s["occ_n"], "<i4"), mode="lines", line_shape="hv", name=label,
+                line_color=color), 1, 1)
+            for key in ("ttft", "e2e"):
+                fig.add_trace(go.Box(y=np.frombuffer(s[key]) * 1e3, name=f"{label} {key.upper()}",
+                                     marker_color=color, showlegend=False, boxpoints="all",
+                                     jitter=0.4, pointpos=0), 1, 2)
+            fig.add_trace(go.Bar(x=[label], y=[s["throughput"]], marker_color=color,
+                                 showlegend=False), 1, 3)
+        fig.update_xaxes(title_text="time (ms)", row=1, col=1)
+        return figures.style(fig, self.title, self.clock)
+
+    def __repr__(self):
+        return f"BatchingComparison({[lab for lab, _ in self._sides]}, clock={self.clock!r})"

@@ -1,0 +1,136 @@
+"""Lab: engine settings and a workload as controls, a run button, and the live views.
+
+A run goes in a background thread (the notebook stays responsive) and can be stopped: the
+stop button makes the run loop abort every request at the next step boundary.
+"""
+from __future__ import annotations
+
+import base64
+import threading
+
+import ipywidgets as w
+
+from inferlab.trace import Trace
+
+from ._base import STATIC_IMAGES
+from .kv_map import KVBlockMap
+from .timeline import SchedulerTimeline
+from .token_stream import TokenStream
+
+
+def _workload(kind: str, n: int, rate: float, seed: int = 0):
+    from inferlab import workloads as wl
+    arrival = wl.Poisson(rate) if rate > 0 else None
+    if kind == "chat sessions":
+        return wl.chat_sessions(max(1, n // 3), turns=3, system_prompt_len=32, output_len=16,
+                                think_time=0.05, arrival=arrival, seed=seed)
+    if kind == "agent loops":
+        return wl.agent_loops(max(1, n // 3), tool_calls=2, tools_prompt_len=48, output_len=12,
+                              tool_latency=0.05, arrival=arrival, seed=seed)
+    return wl.synthetic(n, prompt_len=wl.Uniform(8, 48), output_len=wl.Uniform(4, 24),
+                        arrival=arrival, seed=seed)
+
+
+class Lab(w.VBox):
+    def __init__(self, model: str | None = "tiny", **defaults):
+        self.model = model
+        s = w.Layout(width="240px")
+        st = {"description_width": "110px"}
+        self.controls = {
+            "scheduler": w.Dropdown(options=["continuous", "static"], description="scheduler", layout=s, style=st),
+            "kv_layout": w.Dropdown(options=["paged", "contiguous"], description="KV layout", layout=s, style=st),
+            "block_size": w.Dropdown(options=[4, 8, 16, 32], value=16, description="block size", layout=s, style=st),
+            "num_blocks": w.IntSlider(value=128, min=16, max=1024, step=16, description="KV blocks", layout=s, style=st),
+            "max_num_seqs": w.IntSlider(value=8, min=1, max=64, description="max seqs", layout=s, style=st),
+            "max_num_batched_tokens": w.IntSlider(value=256, min=32, max=4096, step=32, description="token budget", layout=s, style=st),
+            "enable_chunked_prefill": w.Checkbox(value=True, description="chunked prefill", layout=s, style=st),
+            "enable_prefix_caching": w.Checkbox(value=True, description="prefix caching", layout=s, style=st),
+            "clock": w.Dropdown(options=["wall", "H100", "A100", "L4"], description="clock", layout=s, style=st),
+        }
+        self.workload_kind = w.Dropdown(options=["synthetic", "chat sessions", "agent loops"], description="workload", layout=s, style=st)
+        self.num_requests = w.IntSlider(value=12, min=1, max=200, description="requests", layout=s, style=st)
+        self.rate = w.FloatSlider(value=0.0, min=0.0, max=200.0, step=1.0, description="arrivals/s (0=all)", layout=s, style=st)
+        for k, v in defaults.items():
+            (self.controls.get(k) or getattr(self, k)).value = v
+        self.run_button = w.Button(description="Run", button_style="primary", icon="play")
+        self.stop_button = w.Button(description="Stop", button_style="warning", icon="stop", disabled=True)
+        self.status = w.HTML("ready")
+        self.run_button.add_class("il-lab-run")
+        self.stop_button.add_class("il-lab-stop")
+        self.status.add_class("il-lab-status")
+        self.run_button.on_click(lambda _: self.start())
+        self.stop_button.on_click(lambda _: self.stop())
+        self.timeline, self.kv_map, self.tokens = SchedulerTimeline(), KVBlockMap(), TokenStream()
+        self.views = [self.timeline, self.kv_map, self.tokens]
+        self.trace: Trace | None = None
+        self.engine = None
+        self.thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        ctl = list(self.controls.values()) + [self.workload_kind, self.num_requests, self.rate]
+        grid = w.GridBox(ctl, layout=w.Layout(grid_template_columns="repeat(3, 250px)"))
+        tabs = w.Tab([self.timeline, self.kv_map, self.tokens])
+        for i, name in enumerate(["Scheduler timeline", "KV blocks", "Token stream"]):
+            tabs.set_title(i, name)
+        super().__init__([grid, w.HBox([self.run_button, self.stop_button, self.status]), tabs])
+        self.add_class("il-lab")
+
+    def config(self) -> dict:
+        return {k: c.value for k, c in self.controls.items()}
+
+    def start(self) -> threading.Thread | None:
+        if self.thread is not None and self.thread.is_alive():
+            return None
+        self._stop.clear()
+        self.run_button.disabled, self.stop_button.disabled = True, False
+        self.thread = threading.Thread(target=self._run, daemon=True, name="inferlab-lab-run")
+        self.thread.start()
+        return self.thread
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.thread is not None and self.thread.is_alive():
+            self.status.value = "stopping…"
+
+    def _run(self) -> None:
+        from inferlab.engine import Engine
+        from inferlab.workloads import run_workload
+        try:
+            self.status.value = "loading model…"
+            eng = self.engine = Engine(self.model, **self.config())
+            wl = _workload(self.workload_kind.value, self.num_requests.value, self.rate.value)
+            step = eng.step
+
+            def stoppable_step():          # runs in this thread: no race with the engine
+                if self._stop.is_set():
+                    for rid in list(eng.scheduler.requests) + [r.request_id for *_, r in eng._pending]:
+                        eng.abort(rid)
+                return step()
+            eng.step = stoppable_step
+            self.trace = Trace.record(eng, workload=wl.description)
+            for v in self.views:
+                v.attach(eng, trace=self.trace)
+            self.status.value = f"running {wl.description} on {eng.model_name}…"
+            outs = run_workload(eng, wl, progress=False)
+            for v in self.views:
+                v.detach()
+            word = "stopped" if self._stop.is_set() else "done"
+            self.status.value = (f"{word}: {len(outs)}/{len(wl)} requests finished in "
+                                 f"{len(self.trace)} steps ({eng.clock_name} clock)")
+        except Exception as e:  # noqa: BLE001 - show it, keep the lab usable
+            self.status.value = f"error: {type(e).__name__}: {e}"
+        finally:
+            self.run_button.disabled, self.stop_button.disabled = False, True
+
+    def _repr_mimebundle_(self, **kwargs):
+        data = super()._repr_mimebundle_(**kwargs)
+        data, meta = data if isinstance(data, tuple) else (data, {})
+        data = dict(data)
+        data["text/plain"] = f"Lab(model={self.model!r})"
+        if STATIC_IMAGES and self.timeline.num_steps:
+            try:
+                from inferlab.figures import to_image
+                png = to_image(self.timeline.figure(), "png", width=900, height=420)
+                data["image/png"] = base64.b64encode(png).decode("ascii")
+            except Exception:  # noqa: BLE001
+                pass
+        return (data, meta) if meta else data

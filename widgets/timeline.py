@@ -1,0 +1,91 @@
+"""SchedulerTimeline: one lane per request (queued, prefill chunks, decode, preempted,
+finished) over time, and under it a strip of each step's batch: prefill and decode tokens
+against the token budget, and how many requests ran."""
+from __future__ import annotations
+
+import traitlets as t
+
+from inferlab.trace import LaneBuilder
+
+from ._base import View, asset, pack
+
+KINDS = {"queued": 0, "prefill": 1, "decode": 2, "preempted": 3}
+
+
+def pack_segments(lb: LaneBuilder, t0: float) -> dict:
+    """Lanes and segments of a LaneBuilder as typed arrays (shared with the comparison)."""
+    lane = {rid: i for i, rid in enumerate(lb.order)}
+    segs = lb.all_segments()
+    fin = [(lane[r], tt, k) for r, (tt, k) in lb.finish.items() if r in lane]
+    return {
+        "lanes": list(lb.order),
+        "seg_lane": pack([lane[s.request_id] for s in segs], "<i4"),
+        "seg_kind": pack([KINDS[s.kind] for s in segs], "u1"),
+        "seg_t0": pack([s.t0 - t0 for s in segs], "<f8"),
+        "seg_t1": pack([s.t1 - t0 for s in segs], "<f8"),
+        "seg_step0": pack([s.step0 for s in segs], "<i4"),
+        "seg_step1": pack([s.step1 for s in segs], "<i4"),
+        "seg_tokens": pack([s.tokens for s in segs], "<i4"),
+        "fin_lane": pack([f[0] for f in fin], "<i4"),
+        "fin_t": pack([f[1] - t0 for f in fin], "<f8"),
+        "fin_aborted": pack([f[2] != "finished" for f in fin], "u1"),
+    }
+
+
+class SchedulerTimeline(View):
+    _esm = asset("common.js", "timeline.js")
+    _css = asset("common.css", "timeline.css")
+    kind = "Scheduler timeline"
+    lanes = t.List(t.Unicode()).tag(sync=True)
+    seg_lane = t.Bytes(b"").tag(sync=True)
+    seg_kind = t.Bytes(b"").tag(sync=True)       # 0 queued 1 prefill 2 decode 3 preempted
+    seg_t0 = t.Bytes(b"").tag(sync=True)
+    seg_t1 = t.Bytes(b"").tag(sync=True)
+    seg_step0 = t.Bytes(b"").tag(sync=True)
+    seg_step1 = t.Bytes(b"").tag(sync=True)
+    seg_tokens = t.Bytes(b"").tag(sync=True)
+    fin_lane = t.Bytes(b"").tag(sync=True)
+    fin_t = t.Bytes(b"").tag(sync=True)
+    fin_aborted = t.Bytes(b"").tag(sync=True)
+    step_t0 = t.Bytes(b"").tag(sync=True)        # float64 step start (s from t0)
+    step_prefill = t.Bytes(b"").tag(sync=True)   # int32 prefill tokens in the step
+    step_decode = t.Bytes(b"").tag(sync=True)    # int32 decode tokens
+    step_running = t.Bytes(b"").tag(sync=True)   # int32 requests in the batch
+    token_budget = t.Int(0).tag(sync=True)
+
+    def _reset(self):
+        self._lb = LaneBuilder(self._trace.arrivals())
+        self._steps: list[dict] = []
+
+    def _ingest(self, records):
+        self._lb.arrivals.update(self._trace.arrivals())
+        for rec in records:
+            self._lb.add(rec)
+            self._steps.append({"t0": rec.t_start, "t1": rec.t_end,
+                                "prefill": rec.num_prefill_tokens,
+                                "decode": rec.num_decode_tokens, "running": len(rec.batch),
+                                "budget": rec.token_budget})
+
+    def _sync(self):
+        t0 = self.t0
+        for k, v in pack_segments(self._lb, t0).items():
+            setattr(self, k, v)
+        st = self._steps
+        self.step_t0 = pack([s["t0"] - t0 for s in st], "<f8")
+        self.step_prefill = pack([s["prefill"] for s in st], "<i4")
+        self.step_decode = pack([s["decode"] for s in st], "<i4")
+        self.step_running = pack([s["running"] for s in st], "<i4")
+        self.token_budget = st[-1]["budget"] if st else 0
+
+    def segments(self):
+        return self._lb.all_segments()
+
+    def figure(self):
+        from inferlab import figures
+        upto = self.shown_time() if self.cursor >= 0 else None
+        return figures.timeline(self._lb.all_segments(), self._lb.order, self._steps, self.t0,
+                                title=self.title, clock=self.clock, upto=upto)
+
+    def __repr__(self):
+        return f"SchedulerTimeline({len(self._lb.order) if self._trace else 0} requests, " \
+               f"{self.num_steps} steps, clock={self.clock!r})"

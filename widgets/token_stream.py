@@ -1,0 +1,79 @@
+"""TokenStream: each request's output tokens appearing as chips, one chip per token.
+
+The gap before a chip is the inter-token latency (drawn as space), the bar before a
+request's first chip its time to first token. Hover a chip for its id, gap and time.
+"""
+from __future__ import annotations
+
+import traitlets as t
+
+from ._base import View, asset, pack
+
+
+class TokenStream(View):
+    _esm = asset("common.js", "token_stream.js")
+    _css = asset("common.css", "token_stream.css")
+    kind = "Token stream"
+    requests = t.List(t.Dict()).tag(sync=True)   # id, arrival (s from t0), prompt_len, prompt
+    tok_req = t.Bytes(b"").tag(sync=True)        # int32 index into requests
+    tok_step = t.Bytes(b"").tag(sync=True)       # int32 step the token came out of
+    tok_time = t.Bytes(b"").tag(sync=True)       # float64 seconds from t0
+    tok_text = t.Bytes(b"").tag(sync=True)       # utf-8 texts joined by NUL
+
+    def _reset(self):
+        self._index: dict[str, int] = {}
+        self._reqs: list[dict] = []
+        self._tr, self._ts, self._tt, self._tx = [], [], [], []
+
+    def _request(self, rid, t_seen):
+        i = self._index.get(rid)
+        if i is None:
+            meta = self._trace.requests.get(rid, {})
+            arrival = meta.get("arrival")
+            arrival = t_seen if arrival is None else arrival
+            i = self._index[rid] = len(self._reqs)
+            self._reqs.append({"id": rid, "arrival": arrival - self.t0,
+                               "prompt_len": meta.get("prompt_len", 0),
+                               "prompt": (meta.get("prompt_text") or "")[-160:]})
+        return i
+
+    def _ingest(self, records):
+        for rec in records:
+            for ev in rec.request_events:
+                if ev.kind == "queued":
+                    self._request(ev.request_id, rec.t_start)
+            for e in rec.emitted:
+                self._tr.append(self._request(e.request_id, rec.t_start))
+                self._ts.append(rec.step)
+                self._tt.append(rec.t_end - self.t0)
+                self._tx.append(e.text.replace("\x00", ""))
+
+    def _sync(self):
+        self.requests = [dict(r) for r in self._reqs]
+        self.tok_req = pack(self._tr, "<i4")
+        self.tok_step = pack(self._ts, "<i4")
+        self.tok_time = pack(self._tt, "<f8")
+        self.tok_text = "\x00".join(self._tx).encode("utf-8")
+
+    def rows(self, upto_step: int | None = None) -> list[dict]:
+        """Per request: id, arrival, token times and texts (seconds from t0)."""
+        k = self.shown_step() if upto_step is None else upto_step
+        rows = [{"request_id": r["id"], "arrival": r["arrival"], "times": [], "texts": []}
+                for r in self._reqs]
+        for i, s, tt, x in zip(self._tr, self._ts, self._tt, self._tx):
+            if s <= k:
+                rows[i]["times"].append(tt)
+                rows[i]["texts"].append(x)
+        return rows
+
+    def text(self, request_id: str) -> str:
+        i = self._index[request_id]
+        return "".join(x for j, x in zip(self._tr, self._tx) if j == i)
+
+    def figure(self):
+        from inferlab import figures
+        return figures.token_raster(self.rows(), title=self.title, clock=self.clock)
+
+    def __repr__(self):
+        return f"TokenStream({len(self._reqs)} requests, {len(self._tr)} tokens, " \
+               f"clock={self.clock!r})"
