@@ -34,9 +34,9 @@ def check_parity(engine, hf, n=32):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("block_size", [16, 7])
-def test_smollm2_greedy_matches_transformers(smollm2, block_size):
-    eng = il.Engine(block_size=block_size)
+@pytest.mark.parametrize("block_size, backend", [(16, "auto"), (7, "reference")])
+def test_smollm2_greedy_matches_transformers(smollm2, block_size, backend):
+    eng = il.Engine(block_size=block_size, attention_backend=backend)
     outs = check_parity(eng, smollm2.hf_model)
     assert outs[0].text.startswith("\nassistant\nThe capital of France is Paris") or \
         "Paris" in outs[0].text
@@ -61,9 +61,10 @@ def test_chat_answer_is_paris():
     assert out.finish_reason == "stop"
 
 
+@pytest.mark.parametrize("backend", ["reference", "numba-cpu"])
 @pytest.mark.parametrize("block_size", [16, 3])
-def test_tiny_greedy_matches_transformers(block_size):
-    eng = il.Engine("tiny", block_size=block_size, num_blocks=256)
+def test_tiny_greedy_matches_transformers(block_size, backend):
+    eng = il.Engine("tiny", block_size=block_size, num_blocks=256, attention_backend=backend)
     check_parity(eng, eng.loaded.hf_model, n=16)
 
 

@@ -38,13 +38,13 @@ class TokenStream(View):
         return i
 
     def _ingest(self, records):
-        for rec in records:
+        for j, rec in enumerate(records):
             for ev in rec.request_events:
                 if ev.kind == "queued":
                     self._request(ev.request_id, rec.t_start)
             for e in rec.emitted:
                 self._tr.append(self._request(e.request_id, rec.t_start))
-                self._ts.append(rec.step)
+                self._ts.append(self._done + j)      # index in the trace
                 self._tt.append(rec.t_end - self.t0)
                 self._tx.append(e.text.replace("\x00", ""))
 

@@ -1,0 +1,189 @@
+"""Browser test: a real JupyterLab in Debian's chromium runs a notebook with every view.
+
+Checks each view renders its own DOM during a live run, the replayed KV map's scrubber
+round-trips through Python, the Lab's run and stop buttons work, the console stays clean,
+in the light and the dark theme. Screenshots go to a temp dir and docs/screenshots/.
+"""
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+pytestmark = pytest.mark.browser
+CHROMIUM = "/usr/bin/chromium"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "docs" / "screenshots"
+
+CELLS = [
+    # 0: engine, warmed up so the first step's JIT compile does not dominate the timeline
+    "import inferlab as il\nfrom inferlab.widgets import *\nfrom inferlab.workloads import "
+    "synthetic, run_workload, Poisson\neng = il.Engine('tiny', num_blocks=48, block_size=4, "
+    "max_num_seqs=4, max_num_batched_tokens=24)\n_ = eng.generate(['warm up'], "
+    "il.SamplingParams(max_tokens=2), use_tqdm=False)",
+    "ts = TokenStream(eng, title='Token stream (live)'); ts",
+    "tl = SchedulerTimeline(eng, title='Scheduler timeline (live)'); tl",
+    "kv = KVBlockMap(eng, title='KV cache blocks (live)'); kv",
+    "wl = synthetic(10, prompt_len=[8, 40], output_len=[6, 20], arrival=Poisson(400.0), "
+    "shared_prefix=0.3, seed=3)\nouts = run_workload(eng, wl, progress=False)\n"
+    "for v in (ts, tl, kv): v.detach()\nlen(outs)",
+    "trace = tl.trace\nreplay = KVBlockMap(trace, title='KV cache blocks (replay)'); replay",
+    "cmp = BatchingComparison.run(synthetic(8, prompt_len=16, output_len=[4, 24], seed=0), "
+    "('static', dict(scheduler='static')), ('continuous', dict(scheduler='continuous')), "
+    "model='tiny', num_blocks=64, block_size=4, max_num_seqs=4); cmp",
+    "lab = Lab(num_requests=150, rate=0.0); lab",
+]
+
+
+def _notebook(path):
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [],
+                     "execution_count": None} for c in CELLS],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                      "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    path.write_text(json.dumps(nb))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("needs Debian chromium: apt-get install -y chromium")
+    pytest.importorskip("playwright")
+    root = tmp_path_factory.mktemp("labroot")
+    _notebook(root / "views.ipynb")
+    port, token = _free_port(), "inferlab-test-" + os.urandom(8).hex()
+    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(root / ".ws"), JUPYTER_CONFIG_DIR=str(root / ".cfg"),
+               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    log = open(root / "lab.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         "--LabApp.news_url=None", "--ServerApp.open_browser=False"]
+        + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        if proc.poll() is not None:
+            break
+        try:
+            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.terminate()
+        pytest.fail("JupyterLab did not start: " + (root / "lab.log").read_text()[-2000:])
+    yield url, token, root
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _set_theme(url, token, theme):
+    req = urllib.request.Request(
+        f"{url}/lab/api/settings/@jupyterlab/apputils-extension:themes",
+        data=json.dumps({"raw": json.dumps({"theme": theme})}).encode(), method="PUT",
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10)
+
+
+def _shot(page, selector, name, shots):
+    loc = page.locator(selector).first
+    loc.scroll_into_view_if_needed()
+    path = shots / name
+    loc.screenshot(path=str(path))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(path, SHOTS / name)
+
+
+def test_views_in_jupyterlab(lab_server, tmp_path):
+    from playwright.sync_api import sync_playwright
+    url, token, root = lab_server
+    errors = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{url}/lab/tree/views.ipynb?token={token}")
+        page.wait_for_selector(".jp-Notebook", timeout=60_000)
+        if page.query_selector(".jp-Dialog"):
+            page.click(".jp-Dialog .jp-mod-accept")
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
+                               timeout=60_000)
+        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+        # live: each view shows real content while the workload runs
+        page.wait_for_selector(".il-token-stream .il-chip", timeout=90_000)
+        page.wait_for_selector(".il-timeline canvas", timeout=30_000)
+        page.wait_for_selector(".il-kv-map canvas", timeout=30_000)
+        page.wait_for_function(
+            "document.querySelectorAll('.il-lab-run').length > 0", timeout=120_000)
+        page.wait_for_selector(".il-compare .il-cmp-table td", timeout=60_000)
+        page.wait_for_function("[...document.querySelectorAll('.il-token-stream .il-stats')]"
+                               ".some(e => /10 requests/.test(e.textContent))", timeout=60_000)
+        # replay: move the scrubber; Python recomputes the map at that step and sends it back
+        replay = ".il-kv-map >> nth=1"
+        page.locator(replay).scroll_into_view_if_needed()
+        page.eval_on_selector_all(".il-kv-map .il-scrub-input", """els => {
+            const e = els[1]; e.value = 3; e.dispatchEvent(new Event('input')); }""")
+        page.wait_for_function("document.querySelectorAll('.il-kv-map')[1].dataset.shown === '3'",
+                               timeout=20_000)
+        # hover the live timeline: a tooltip names a request
+        tl = page.locator(".il-timeline canvas").first
+        tl.scroll_into_view_if_needed()
+        box = tl.bounding_box()
+        tl.hover(position={"x": box["width"] * 0.3, "y": 5})
+        for name, sel in [("token_stream.png", ".il-token-stream"),
+                          ("scheduler_timeline.png", ".il-timeline"),
+                          ("kv_block_map.png", ".il-kv-map >> nth=1"),
+                          ("batching_comparison.png", ".il-compare")]:
+            _shot(page, sel, name, tmp_path)
+        # the Lab: run starts a background run, stop stops it
+        page.locator(".il-lab-run").scroll_into_view_if_needed()
+        page.click(".il-lab-run")
+        page.wait_for_function("/running/.test(document.querySelector('.il-lab-status')"
+                               ".textContent)", timeout=60_000)
+        page.wait_for_function("[...document.querySelectorAll('.il-lab .il-timeline .il-stats')]"
+                               ".some(e => /[1-9][0-9]* steps/.test(e.textContent))",
+                               timeout=60_000)
+        page.click(".il-lab-stop")
+        page.wait_for_function("/stopped/.test(document.querySelector('.il-lab-status')"
+                               ".textContent)", timeout=60_000)
+        _shot(page, ".il-lab", "lab.png", tmp_path)
+        # dark theme: the same views re-render from the kernel's state
+        _set_theme(url, token, "JupyterLab Dark")
+        page.reload()
+        page.wait_for_selector(".il-timeline canvas", timeout=60_000)
+        page.wait_for_selector(".il-token-stream .il-chip", timeout=30_000)
+        assert page.evaluate("document.body.dataset.jpThemeLight") == "false"
+        _shot(page, ".il-timeline", "scheduler_timeline_dark.png", tmp_path)
+        _shot(page, ".il-kv-map >> nth=1", "kv_block_map_dark.png", tmp_path)
+        draw_ms = page.evaluate("[...document.querySelectorAll('.il-view')]"
+                                ".map(e => parseFloat(e.dataset.drawMs || '0'))")
+        browser.close()
+    _set_theme(url, token, "JupyterLab Light")
+    bad = [e for e in errors if "inferlab" in e or "anywidget" in e.lower() or "il-" in e
+           or "Uncaught" in e]
+    assert not bad, bad
+    assert max(draw_ms) < 50, draw_ms
+    for name in ("token_stream.png", "scheduler_timeline.png", "kv_block_map.png", "lab.png",
+                 "batching_comparison.png", "scheduler_timeline_dark.png"):
+        assert (tmp_path / name).stat().st_size > 5000

@@ -1,0 +1,309 @@
+"""Property tests of the scheduling core on the tiny random Llama, and exact engine-level cases.
+
+Random workloads x random small KV caches x block sizes x both schedulers x both layouts x
+chunked prefill on/off x prefix caching on/off x small batch limits. Whatever the policy:
+every request finishes, greedy tokens equal a run with a big cache, no KV block leaks, and
+the bookkeeping (ref counts, used <= allocated <= total, stats) holds after every step.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import inferlab as il
+from inferlab.errors import CapacityError
+
+MAX_MODEL_LEN = 64          # > longest prompt (40) + most new tokens (12): never a length cap
+MAX_NEW = 12
+BIG = dict(num_blocks=256, block_size=16, max_num_seqs=16, enable_prefix_caching=False,
+           max_model_len=MAX_MODEL_LEN)
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+@functools.lru_cache(maxsize=None)
+def _reference_engine():
+    return il.Engine("tiny", **BIG)
+
+
+_REF: dict[tuple, list[int]] = {}
+
+
+def reference(prompts):
+    """Greedy MAX_NEW tokens of each prompt with an unconstrained cache (memoized)."""
+    todo = sorted({tuple(p) for p in prompts} - _REF.keys())
+    if todo:
+        outs = _reference_engine().generate([list(p) for p in todo],
+                                            il.SamplingParams(max_tokens=MAX_NEW, ignore_eos=True),
+                                            use_tqdm=False)
+        for p, o in zip(todo, outs):
+            _REF[p] = list(o.token_ids)
+    return [_REF[tuple(p)] for p in prompts]
+
+
+# --- invariants ---------------------------------------------------------------------------
+def check_invariants(eng, max_num_seqs):
+    s, kv = eng.stats(), eng.kv
+    assert 0 <= s.kv_blocks_used <= s.kv_blocks_total == eng.num_blocks
+    assert 0 <= s.kv_tokens_used <= s.kv_token_slots_allocated <= s.kv_blocks_total * s.block_size
+    assert s.kv_token_slots_allocated == s.kv_blocks_used * s.block_size
+    assert 0.0 <= s.kv_waste <= 1.0
+    assert s.num_running <= max_num_seqs
+    assert s.num_running == len(eng.scheduler.running)
+    assert 0 <= s.prefix_cache_hits <= s.prefix_cache_queries
+    refs = kv.block_ref_counts()
+    assert min(refs) >= 0
+    if kv.layout == "paged":
+        # a block's ref count is exactly the number of block tables holding it
+        held = [0] * eng.num_blocks
+        for table in kv.tables.values():
+            for b in table:
+                held[b] += 1
+        assert held == refs
+        pool = kv.pool
+        assert set(pool.free_queue) == {b for b, r in enumerate(refs) if r == 0}
+        assert all(pool.block_hash[b] == h for h, b in pool.cached.items())
+        # every running request's table covers its computed tokens
+        for r in eng.scheduler.running:
+            assert len(kv.block_table(r.request_id)) * kv.block_size >= r.num_computed_tokens
+    else:
+        # contiguous regions never overlap and stay inside the arena
+        spans = sorted(kv.regions.values())
+        for (s0, n0), (s1, _) in zip(spans, spans[1:]):
+            assert s0 + n0 <= s1
+        assert all(0 <= a and a + n <= eng.num_blocks for a, n in spans)
+
+
+def check_drained(eng):
+    s = eng.stats()
+    assert s.num_running == 0 and s.num_waiting == 0
+    assert s.kv_blocks_used == 0 and s.kv_tokens_used == 0 and s.kv_token_slots_allocated == 0
+    assert all(r == 0 for r in eng.kv.block_ref_counts())
+    assert not eng.scheduler.requests
+    if eng.kv.layout == "paged":
+        assert not eng.kv.tables and eng.kv.pool.num_free == eng.num_blocks
+        assert not eng.kv._hashes and not eng.kv._num_stored
+    else:
+        assert not eng.kv.regions
+
+
+# --- the random workload -------------------------------------------------------------------
+@st.composite
+def workloads(draw):
+    vocab = _reference_engine().vocab_size
+    base = draw(st.lists(st.integers(3, vocab - 1), min_size=40, max_size=40))
+    n = draw(st.integers(1, 6))
+    reqs = []
+    for _ in range(n):
+        length = draw(st.integers(1, 40))
+        shared = draw(st.sampled_from([0, length // 2, length]))   # prefix-cache hits happen
+        tail = draw(st.lists(st.integers(3, vocab - 1), min_size=length - shared,
+                             max_size=length - shared))
+        reqs.append((base[:shared] + tail, draw(st.integers(1, MAX_NEW))))
+    return reqs
+
+
+@st.composite
+def configs(draw):
+    bs = draw(st.sampled_from([1, 2, 4, 8, 16]))
+    full = cdiv(MAX_MODEL_LEN, bs)                  # blocks for one max-length sequence
+    return dict(
+        scheduler=draw(st.sampled_from(["continuous", "static"])),
+        kv_layout=draw(st.sampled_from(["paged", "contiguous"])),
+        block_size=bs,
+        num_blocks=draw(st.integers(max(1, full // 4), 3 * full)),
+        max_num_seqs=draw(st.integers(1, 4)),
+        max_num_batched_tokens=draw(st.sampled_from([1, 5, 16, 64])),
+        enable_chunked_prefill=draw(st.booleans()),
+        enable_prefix_caching=draw(st.booleans()),
+        max_model_len=MAX_MODEL_LEN,
+    )
+
+
+@settings(max_examples=35, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(work=workloads(), cfg=configs())
+def test_any_policy_finishes_everything_with_the_same_tokens_and_no_leak(work, cfg):
+    eng = il.Engine("tiny", **cfg)
+    bs, nb = cfg["block_size"], cfg["num_blocks"]
+    ids, expect = [], []
+    for prompt, max_tokens in work:
+        sp = il.SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+        need = (cdiv(MAX_MODEL_LEN, bs) if cfg["kv_layout"] == "contiguous"
+                else cdiv(len(prompt) + max_tokens, bs))
+        if need > nb:                                    # can never fit: refused up front
+            with pytest.raises(CapacityError):
+                eng.add_request(prompt, sp)
+            continue
+        ids.append(eng.add_request(prompt, sp))
+        expect.append((prompt, max_tokens))
+    check_invariants(eng, cfg["max_num_seqs"])
+
+    done, steps = {}, 0
+    limit = 50 * sum(len(p) + m for p, m in expect) + 10   # progress guarantee
+    while eng.has_unfinished_requests():
+        for out in eng.step():
+            if out.finished:
+                assert out.request_id not in done
+                done[out.request_id] = out
+        check_invariants(eng, cfg["max_num_seqs"])
+        steps += 1
+        assert steps <= limit, "engine made no progress"
+
+    assert set(done) == set(ids)                         # every request finished
+    refs = reference([p for p, _ in expect])
+    for rid, (prompt, max_tokens), ref in zip(ids, expect, refs):
+        out = done[rid]
+        assert out.finish_reason == "length"
+        assert out.prompt_token_ids == prompt
+        assert out.token_ids == ref[:max_tokens]          # greedy = unconstrained run
+        m = out.metrics
+        assert m.num_output_tokens == max_tokens and len(m.itl) == max_tokens - 1
+        assert 0 <= m.num_cached_tokens < len(prompt)
+        assert m.num_cached_tokens % bs == 0
+        if not cfg["enable_prefix_caching"] or cfg["kv_layout"] == "contiguous":
+            assert m.num_cached_tokens == 0
+    check_drained(eng)
+    s = eng.stats()
+    assert s.num_steps == steps
+    assert s.num_preemptions == sum(done[r].metrics.num_preemptions for r in ids)
+    assert s.prefix_cache_hits == sum(done[r].metrics.num_cached_tokens for r in ids)
+    assert s.max_concurrent_requests <= cfg["max_num_seqs"]
+    assert s.peak_kv_blocks_used <= nb
+    assert 0.0 <= s.peak_kv_waste <= 1.0
+    if cfg["kv_layout"] == "contiguous":
+        assert s.num_preemptions == 0                     # a reservation covers the whole life
+
+
+@settings(max_examples=10, deadline=None)
+@given(bs=st.sampled_from([2, 4, 8]), short=st.integers(0, 3))
+def test_contiguous_refuses_requests_that_can_never_fit(bs, short):
+    full = cdiv(MAX_MODEL_LEN, bs)
+    eng = il.Engine("tiny", kv_layout="contiguous", block_size=bs, num_blocks=full - 1 - short,
+                    max_model_len=MAX_MODEL_LEN)
+    with pytest.raises(CapacityError, match="contiguous"):
+        eng.add_request([5, 6, 7], il.SamplingParams(max_tokens=1))
+    assert not eng.has_unfinished_requests()
+    paged = il.Engine("tiny", block_size=bs, num_blocks=1, max_model_len=MAX_MODEL_LEN)
+    with pytest.raises(CapacityError):
+        paged.add_request(list(range(3, 3 + bs + 1)), il.SamplingParams(max_tokens=1))
+    paged.add_request(list(range(3, 3 + bs - 1)), il.SamplingParams(max_tokens=1))   # fits
+
+
+# --- exact engine-level cases ---------------------------------------------------------------
+def _records(eng):
+    recs = []
+    eng.subscribe(recs.append)
+    return recs
+
+
+def test_prefix_cache_reuses_then_evicts_exact_blocks():
+    eng = il.Engine("tiny", block_size=4, num_blocks=6, max_model_len=32,
+                    enable_prefix_caching=True)
+    recs = _records(eng)
+    sp = il.SamplingParams(max_tokens=1, ignore_eos=True)
+    a = list(range(10, 20))                            # 10 tokens: blocks 0, 1 full, 2 partial
+    eng.generate([a], sp, use_tqdm=False)
+    assert recs[0].block_tables == {} and recs[0].batch[0].num_cached == 0
+    allocated = [e.block_ids for r in recs for e in r.kv_events if e.kind == "allocated"]
+    assert allocated == [[0, 1, 2]]
+    assert eng.kv.cached_block_ids() == {0, 1}
+    # freed tail first: the never-used blocks, then 2, then the prefix 1, 0 (evicted last)
+    assert list(eng.kv.pool.free_queue) == [3, 4, 5, 2, 1, 0]
+
+    # B shares A's first 8 tokens (two full blocks): it reuses physical blocks 0 and 1.
+    b = a[:8] + [90, 91, 92]
+    recs.clear()
+    rid = eng.add_request(b, il.SamplingParams(max_tokens=3, ignore_eos=True))
+    eng.step()
+    assert eng.kv.block_table(rid) == [0, 1, 3]
+    assert eng.kv.pool.ref_cnt[:4] == [1, 1, 0, 1]
+    chunk = recs[0].batch[0]
+    assert (chunk.start, chunk.num_tokens, chunk.num_cached) == (8, 3, 8)
+    shared = [e.block_ids for e in recs[0].kv_events if e.kind == "shared"]
+    assert shared == [[0, 1]]
+    while eng.has_unfinished_requests():
+        outs = eng.step()
+    assert outs[0].metrics.num_cached_tokens == 8
+    assert outs[0].token_ids == reference_tokens(b, 3)
+    st_ = eng.stats()
+    assert (st_.prefix_cache_queries, st_.prefix_cache_hits) == (10 + 11, 8)
+    # B's own third block (tokens 8..11 = 90 91 92 + its first output) is now cached too.
+    assert eng.kv.cached_block_ids() == {0, 1, 3}
+    assert list(eng.kv.pool.free_queue) == [4, 5, 2, 3, 1, 0]
+
+    # D (20 unrelated tokens, 5 blocks) takes the free queue from its head: 4, 5, 2, 3, 1.
+    # Cached blocks 3 and 1 are evicted; block 0 (A's first block) survives.
+    recs.clear()
+    eng.generate([list(range(200, 220))], sp, use_tqdm=False)
+    evicted = [e.block_ids for r in recs for e in r.kv_events if e.kind == "evicted"]
+    assert evicted == [[3, 1]]
+    assert eng.kv.cached_block_ids() == {0}
+    # C repeats A: only A's first block can still be found.
+    out = eng.generate([a], sp, use_tqdm=False)[0]
+    assert out.metrics.num_cached_tokens == 4
+    assert out.token_ids == reference_tokens(a, 1)
+    check_drained(eng)
+
+
+def reference_tokens(prompt, n):
+    return reference([prompt])[0][:n]
+
+
+def test_prefix_cache_off_shares_nothing():
+    eng = il.Engine("tiny", block_size=4, num_blocks=8, max_model_len=32,
+                    enable_prefix_caching=False)
+    sp = il.SamplingParams(max_tokens=2, ignore_eos=True)
+    a = list(range(10, 20))
+    outs = eng.generate([a, a], sp, use_tqdm=False)
+    assert [o.metrics.num_cached_tokens for o in outs] == [0, 0]
+    assert eng.kv.cached_block_ids() == set()
+    assert eng.stats().prefix_cache_hits == 0
+    check_drained(eng)
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_static_never_admits_while_a_batch_is_running(chunked):
+    eng = il.Engine("tiny", scheduler="static", max_num_seqs=2, num_blocks=64, block_size=4,
+                    max_num_batched_tokens=8, enable_chunked_prefill=chunked,
+                    max_model_len=MAX_MODEL_LEN)
+    lens = [1, 5, 2, 2, 7]                        # batches (r0, r1), (r2, r3), (r4)
+    ids = [eng.add_request(list(range(10 + i, 22 + i)),
+                           il.SamplingParams(max_tokens=n, ignore_eos=True))
+           for i, n in enumerate(lens)]
+    batches, admitted_at = [], {}
+    step = 0
+    while eng.has_unfinished_requests():
+        before = {r.request_id for r in eng.scheduler.running}
+        busy = any(r.output_token_ids for r in eng.scheduler.running)
+        eng.step()
+        new = {r.request_id for r in eng.scheduler.running} - before
+        new |= {rid for rid in ids if rid not in admitted_at and rid not in
+                eng.scheduler.requests and rid not in before}      # admitted and finished at once
+        if new:
+            assert not busy, f"step {step}: admitted {new} while a batch was decoding"
+            assert not before, f"step {step}: admitted {new} while {before} still ran"
+            batches.append(sorted(new, key=ids.index))
+        for rid in new:
+            admitted_at[rid] = step
+        step += 1
+    assert batches == [ids[0:2], ids[2:4], ids[4:5]]
+    # the second batch starts only after r1 (5 tokens) finished, not when r0 did
+    assert eng.stats().num_steps == step
+    check_drained(eng)
+    # continuous admits r2 as soon as r0 leaves
+    cont = il.Engine("tiny", scheduler="continuous", max_num_seqs=2, num_blocks=64, block_size=4,
+                     max_num_batched_tokens=8, enable_chunked_prefill=chunked,
+                     max_model_len=MAX_MODEL_LEN)
+    assert cont.stats().num_steps == 0
+    outs = cont.generate([list(range(10 + i, 22 + i)) for i in range(5)],
+                         [il.SamplingParams(max_tokens=n, ignore_eos=True) for n in lens],
+                         use_tqdm=False)
+    assert cont.stats().num_steps < step
+    assert [o.token_ids for o in outs] == [reference_tokens(list(range(10 + i, 22 + i)), n)
+                                           for i, n in enumerate(lens)]
