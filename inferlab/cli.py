@@ -35,6 +35,10 @@ def _bench(args) -> int:
         bench_engine(num_requests=args.requests, repeats=args.repeats, model=args.model,
                      device=args.device)
         return 0
+    if args.what == "soak":
+        from .bench import bench_soak
+        res = bench_soak(num_requests=args.requests if args.requests != 32 else 2000)
+        return 0 if res["blocks_leaked"] == 0 and res["rss_growth"] < 0.05 else 1
     from .bench_scheduling import run as run_sched
     run_sched(args.what, repeats=args.repeats, model=args.model)
     return 0
@@ -64,7 +68,7 @@ def main(argv=None) -> int:
                    help="send the prompt as raw text instead of a chat message")
     g.set_defaults(fn=_generate)
     b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
-    b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked"])
+    b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak"])
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--requests", type=int, default=32)
     b.add_argument("--model", default=None)

@@ -1,0 +1,15 @@
+"""One module per lab chapter: the measurement behind the chapter's notebook and its figure.
+
+Each chapter module ``chNN_topic.py`` exposes:
+    TITLE: str
+    CLAIM: str                                  # the published claim the chapter tests
+    measure(smoke: bool = False) -> dict        # runs the real engine, returns the numbers
+    figure(data: dict) -> plotly Figure         # the chapter's figure, house template
+The notebooks call these; ``inferlab figures --out DIR`` runs every chapter's measure+figure.
+"""
+import os
+
+
+def smoke() -> bool:
+    """INFERLAB_SMOKE=1 shrinks every workload so each notebook runs in under 2 minutes."""
+    return os.environ.get("INFERLAB_SMOKE", "") not in ("", "0", "false", "False")
