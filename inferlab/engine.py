@@ -17,7 +17,7 @@ from .outputs import RequestMetrics, RequestOutput
 from .params import SamplingParams
 from .prompts import to_token_ids
 from .request import Request, RequestStatus
-from .resources import default_kv_cache_memory
+from .resources import cpu_count, default_kv_cache_memory
 from .scheduler import Scheduler
 from .stats import EngineStats, PeakTracker, waste
 from .textstream import TextState
@@ -27,6 +27,8 @@ class Engine:
     def __init__(self, model: str | None = None, **kwargs):
         import torch
         self.config = cfg = EngineConfig.from_kwargs(model=model, **kwargs)
+        if torch.get_num_threads() > cpu_count():   # containers (Binder) report fewer CPUs
+            torch.set_num_threads(cpu_count())
         device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.loaded = load_model(cfg.model, cfg.dtype, device, cfg.seed)
         self.tokenizer = self.loaded.tokenizer
@@ -161,6 +163,13 @@ class Engine:
         self._admit_arrivals()
         t_start = self.clock.now()
         sched = self.scheduler.schedule()
+        if sched.is_empty and not self.scheduler.has_unfinished():
+            if len(self.bus) and self.scheduler._events:     # e.g. an abort: still report it
+                self._publish(sched, t_start, t_start, 0.0, 0.0, [])
+            return []
+        if sched.is_empty:
+            raise RuntimeError("inferlab: the scheduler could not schedule any waiting request "
+                               f"({len(self.scheduler.waiting)} waiting); this is a bug")
         wall0 = time.perf_counter()
         sampled = self.runner.execute(sched, self.scheduler.requests) if not sched.is_empty else {}
         wall = time.perf_counter() - wall0

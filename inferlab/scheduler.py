@@ -65,6 +65,7 @@ class Scheduler:
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
         self.num_preemptions = 0
+        self._batch_admitted = 0          # static: requests admitted since the engine was empty
         self.prefix_cache_queries = 0     # prompt tokens looked up
         self.prefix_cache_hits = 0        # prompt tokens found
         self._events: list[RequestEvent] = []
@@ -132,8 +133,13 @@ class Scheduler:
 
         # 2. Waiting requests join while there is room (static: only into an empty engine).
         # A static batch stays open only while none of its members has produced a token.
-        may_admit = self.policy == "continuous" or all(not r.output_token_ids for r in self.running)
-        while may_admit and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+        # A member that finishes early (while others still prefill) leaves no seat behind.
+        static = self.policy == "static"
+        if static and not self.running:
+            self._batch_admitted = 0
+        may_admit = not static or all(not r.output_token_ids for r in self.running)
+        while (may_admit and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs
+               and (not static or self._batch_admitted < self.max_num_seqs)):
             req = self.waiting[0]
             hits = self.kv.get_computed_blocks(req)
             hit_tokens = len(hits) * self.kv.block_size
@@ -153,6 +159,7 @@ class Scheduler:
             req.num_computed_tokens += hit_tokens
             req.move_to(RequestStatus.RUNNING)
             self.running.append(req)
+            self._batch_admitted += 1
             self._events.append(RequestEvent(req.request_id, "admitted",
                                              f"cached={hit_tokens}" if hit_tokens else None))
             self._add_chunk(out, req, n, hit_tokens)

@@ -233,17 +233,19 @@ def test_prefix_cache_reuses_then_evicts_exact_blocks():
     assert outs[0].token_ids == reference_tokens(b, 3)
     st_ = eng.stats()
     assert (st_.prefix_cache_queries, st_.prefix_cache_hits) == (10 + 11, 8)
-    # B's own third block (tokens 8..11 = 90 91 92 + its first output) is now cached too.
+    # B's own third block (tokens 8..11 = 90 91 92 + its first output) is now cached too;
+    # its 4th block (tokens 12, 13) is partial. Freed tail first: 4, 3, then the shared 1, 0.
+    assert eng.kv.block_table(rid) == []
     assert eng.kv.cached_block_ids() == {0, 1, 3}
-    assert list(eng.kv.pool.free_queue) == [4, 5, 2, 3, 1, 0]
+    assert list(eng.kv.pool.free_queue) == [5, 2, 4, 3, 1, 0]
 
-    # D (20 unrelated tokens, 5 blocks) takes the free queue from its head: 4, 5, 2, 3, 1.
+    # D (20 unrelated tokens, 5 blocks) takes the free queue from its head: 5, 2, 4, 3, 1.
     # Cached blocks 3 and 1 are evicted; block 0 (A's first block) survives.
     recs.clear()
     eng.generate([list(range(200, 220))], sp, use_tqdm=False)
     evicted = [e.block_ids for r in recs for e in r.kv_events if e.kind == "evicted"]
     assert evicted == [[3, 1]]
-    assert eng.kv.cached_block_ids() == {0}
+    assert eng.kv.cached_block_ids() == {0, 5, 2, 4, 3, 1}   # A's block 0 + D's five blocks
     # C repeats A: only A's first block can still be found.
     out = eng.generate([a], sp, use_tqdm=False)[0]
     assert out.metrics.num_cached_tokens == 4
