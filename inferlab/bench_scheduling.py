@@ -61,9 +61,42 @@ def _table(out, header, rows):
 
 
 # --- batching ------------------------------------------------------------------------------
+def count_steps(workload, **engine_kw) -> int:
+    """Engine steps a workload takes under a policy, from the scheduler alone (no model).
+
+    With ignore_eos every output length is fixed, so the step count does not depend on the
+    model: a fake sampler gives the very schedule the real engine runs. This prices the
+    issue's full-size workloads even where running the real model on them is too slow."""
+    from .config import EngineConfig
+    from .kv_manager import ContiguousKVManager, PagedKVManager
+    from .params import SamplingParams
+    from .request import Request
+    from .scheduler import Scheduler
+    cfg = EngineConfig(**engine_kw)
+    max_len = cfg.max_model_len or 2048
+    if cfg.kv_layout == "paged":
+        kv = PagedKVManager(cfg.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
+    else:
+        kv = ContiguousKVManager(cfg.num_blocks, cfg.block_size, max_len, cfg.contiguous_reserve)
+    if not cfg.enable_chunked_prefill:
+        cfg.max_num_batched_tokens = max(cfg.max_num_batched_tokens, max_len)
+    s = Scheduler(cfg, kv, max_len)
+    for r in workload:
+        s.add(Request(r.request_id, list(r.prompt_token_ids),
+                      SamplingParams(max_tokens=r.max_tokens, ignore_eos=True)))
+    steps = 0
+    while s.has_unfinished():
+        out = s.schedule()
+        if out.is_empty:
+            raise RuntimeError("scheduler made no progress")
+        s.update(out, {c.request_id: 7 for c in out.chunks if c.samples})
+        steps += 1
+    return steps
+
+
 def bench_batching(model=None, repeats=3, num_requests=256, max_num_seqs=8,
                    outputs=((64, 128, 1.7), (128, 512, 2.0)), prompt_len=(32, 64), seed=0,
-                   out=print) -> dict:
+                   full_requests=256, out=print) -> dict:
     from .workloads import CappedExponential, Uniform, synthetic
     warm = _warm(model, out)
     res = {}
@@ -82,9 +115,21 @@ def bench_batching(model=None, repeats=3, num_requests=256, max_num_seqs=8,
                 assert sum(len(o.token_ids) for o in outs) == n_out
                 walls[pol].append(wall)
                 steps[pol] = st.num_steps
+        for pol in walls:   # the engine's steps equal the scheduler-only count
+            assert steps[pol] == count_steps(wl, scheduler=pol, **base), pol
         tput = {p: n_out / statistics.median(w) for p, w in walls.items()}
         ratio = tput["continuous"] / tput["static"]
         ideal = steps["static"] / steps["continuous"]
+        if full_requests and full_requests != num_requests:
+            big = synthetic(full_requests, prompt_len=Uniform(*prompt_len),
+                            output_len=CappedExponential(mean, cap), vocab_size=warm.vocab_size,
+                            seed=seed)
+            fs = {p: count_steps(big, scheduler=p, **base) for p in walls}
+            full_ideal = fs["static"] / fs["continuous"]
+            out(f"full size ({full_requests} requests), scheduler only: static {fs['static']} "
+                f"steps, continuous {fs['continuous']} steps, ideal ratio {full_ideal:.2f}x")
+        else:
+            full_ideal = ideal
         frac = ratio / ideal
         out(f"\nbatching: {num_requests} requests, prompts U{prompt_len}, outputs capped-exp "
             f"mean {mean} cap {cap} ({n_out} output tokens), max_num_seqs={max_num_seqs}, "
@@ -98,7 +143,7 @@ def bench_batching(model=None, repeats=3, num_requests=256, max_num_seqs=8,
         res[f"mean{mean}_cap{cap}"] = dict(tok_s=tput, walls=walls, steps=steps, ratio=ratio,
                                            ideal_ratio=ideal, fraction_of_ideal=frac,
                                            target=target, num_requests=num_requests,
-                                           output_tokens=n_out)
+                                           output_tokens=n_out, full_size_ideal_ratio=full_ideal)
     return res
 
 

@@ -24,17 +24,17 @@ SHOTS = ROOT / "docs" / "screenshots"
 CELLS = [
     # 0: engine, warmed up so the first step's JIT compile does not dominate the timeline
     "import inferlab as il\nfrom inferlab.widgets import *\nfrom inferlab.workloads import "
-    "synthetic, run_workload, Poisson\neng = il.Engine('tiny', num_blocks=48, block_size=4, "
+    "synthetic, run_workload, Poisson, Uniform\neng = il.Engine('tiny', num_blocks=48, block_size=4, "
     "max_num_seqs=4, max_num_batched_tokens=24)\n_ = eng.generate(['warm up'], "
     "il.SamplingParams(max_tokens=2), use_tqdm=False)",
     "ts = TokenStream(eng, title='Token stream (live)'); ts",
     "tl = SchedulerTimeline(eng, title='Scheduler timeline (live)'); tl",
     "kv = KVBlockMap(eng, title='KV cache blocks (live)'); kv",
-    "wl = synthetic(10, prompt_len=[8, 40], output_len=[6, 20], arrival=Poisson(400.0), "
+    "wl = synthetic(10, prompt_len=Uniform(8, 40), output_len=Uniform(6, 20), arrival=Poisson(400.0), "
     "shared_prefix=0.3, seed=3)\nouts = run_workload(eng, wl, progress=False)\n"
     "for v in (ts, tl, kv): v.detach()\nlen(outs)",
     "trace = tl.trace\nreplay = KVBlockMap(trace, title='KV cache blocks (replay)'); replay",
-    "cmp = BatchingComparison.run(synthetic(8, prompt_len=16, output_len=[4, 24], seed=0), "
+    "cmp = BatchingComparison.run(synthetic(8, prompt_len=16, output_len=Uniform(4, 24), seed=0), "
     "('static', dict(scheduler='static')), ('continuous', dict(scheduler='continuous')), "
     "model='tiny', num_blocks=64, block_size=4, max_num_seqs=4); cmp",
     "lab = Lab(num_requests=150, rate=0.0); lab",
@@ -194,11 +194,12 @@ def _drive(page, url, token, tmp_path):
         page.wait_for_function("/stopped/.test(document.querySelector('.il-lab-status')"
                                ".textContent)", timeout=60_000)
         _shot(page, ".il-lab", "lab.png", tmp_path)
-        # dark theme: the same views re-render from the kernel's state
-        _set_theme(url, token, "JupyterLab Dark")
-        page.reload()
-        page.wait_for_selector(".il-timeline canvas", timeout=60_000)
-        page.wait_for_selector(".il-token-stream .il-chip", timeout=30_000)
+        # dark theme, switched live from the Settings menu: the views recolour
+        page.click(".lm-MenuBar-itemLabel:text-is('Settings')")
+        page.hover(".lm-Menu-itemLabel:text-is('Theme')")
+        page.click(".lm-Menu-itemLabel:text-is('JupyterLab Dark')")
+        page.wait_for_function("document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+        page.wait_for_timeout(1500)
         assert page.evaluate("document.body.dataset.jpThemeLight") == "false"
         _shot(page, ".il-timeline", "scheduler_timeline_dark.png", tmp_path)
         _shot(page, ".il-kv-map >> nth=1", "kv_block_map_dark.png", tmp_path)

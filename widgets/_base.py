@@ -54,6 +54,7 @@ class View(anywidget.AnyWidget):
         self._stop = threading.Event()
         self.num_pushes = 0
         self.errors: list[str] = []
+        self._reset()
         self.observe(self._on_cursor, "cursor")
         if isinstance(source, Trace):
             self.load_trace(source)

@@ -53,7 +53,8 @@ class KVBlockMap(View):
     def _reset(self):
         self._owners: dict[str, int] = {}
         self._cached: set[int] = set()         # cached-block set after the latest step
-        self.layout = str(self._trace.meta.get("config", {}).get("kv_layout", "paged"))
+        meta = self._trace.meta if self._trace is not None else {}
+        self.layout = str(meta.get("config", {}).get("kv_layout", "paged"))
         self._cells: list[tuple] = []
 
     @staticmethod

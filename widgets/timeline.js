@@ -60,7 +60,9 @@ function render({ model, el }) {
     ctx.fillStyle = th.fg2; ctx.textBaseline = "top";
     for (let j = 0; j <= 4; j++) {
       const tt = (tMax * j) / 4, x = g.sx(tt);
-      ctx.fillText(ilMs(tt), Math.min(x, W - 40), y0 + STRIP + 6);
+      ctx.textAlign = j === 4 ? "right" : j === 0 ? "left" : "center";
+      ctx.fillText(ilMs(tt), j === 4 ? LABEL + plotW : x, y0 + STRIP + 6);
+      ctx.textAlign = "left";
     }
     if (n && k < n - 1) {
       ctx.strokeStyle = th.accent; ctx.lineWidth = 1.5;

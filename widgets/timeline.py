@@ -54,7 +54,7 @@ class SchedulerTimeline(View):
     token_budget = t.Int(0).tag(sync=True)
 
     def _reset(self):
-        self._lb = LaneBuilder(self._trace.arrivals())
+        self._lb = LaneBuilder(self._trace.arrivals() if self._trace is not None else {})
         self._steps: list[dict] = []
 
     def _ingest(self, records):
@@ -87,5 +87,5 @@ class SchedulerTimeline(View):
                                 title=self.title, clock=self.clock, upto=upto)
 
     def __repr__(self):
-        return f"SchedulerTimeline({len(self._lb.order) if self._trace else 0} requests, " \
+        return f"SchedulerTimeline({len(self._lb.order)} requests, " \
                f"{self.num_steps} steps, clock={self.clock!r})"

@@ -46,3 +46,13 @@ def warm_up(eng) -> None:
     """One throwaway request: the first forward compiles kernels and would skew a timing."""
     import inferlab as il
     eng.generate([[5] * 24], il.SamplingParams(max_tokens=2, ignore_eos=True), use_tqdm=False)
+
+
+def style(fig, title: str, clock: str, left: int = 60):
+    """The house template, plus room for subplot titles and a legend under the plot."""
+    from inferlab import figures
+    figures.style(fig, title, clock)
+    fig.update_layout(margin=dict(t=105, l=left, b=110),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.2,
+                                  yanchor="top"))
+    return fig

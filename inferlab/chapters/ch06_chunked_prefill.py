@@ -93,6 +93,7 @@ def figure(data: dict):
     from plotly.subplots import make_subplots
 
     from .. import figures as ilf
+    from . import _kit
     runs = data["runs"]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.65, 0.35], horizontal_spacing=0.1,
                         subplot_titles=("inter-token latency of the streams, over time",
@@ -113,7 +114,7 @@ def figure(data: dict):
     fig.update_yaxes(title_text="ITL (ms)", row=1, col=2)
     fig.update_layout(barmode="group")
     s = data["sizes"]
-    return ilf.style(fig, f"Chunked prefill: {s['long_prompts']} prompts of {s['long_len']} "
+    return _kit.style(fig, f"Chunked prefill: {s['long_prompts']} prompts of {s['long_len']} "
                      f"tokens arrive while {s['streams']} answers stream (chunk {s['chunk']})",
                      data["clock"])
 

@@ -87,6 +87,7 @@ def figure(data: dict):
     from plotly.subplots import make_subplots
 
     from .. import figures as ilf
+    from . import _kit
     colors = {"uncached": ilf.PALETTE[5], "cached": ilf.PALETTE[0]}
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
         "agent loop: prompt tokens computed per round", "agent loop: TTFT per round",
@@ -114,7 +115,7 @@ def figure(data: dict):
     fig.update_yaxes(title_text="ms", row=1, col=3)
     fig.update_layout(barmode="group")
     s = data["sizes"]
-    return ilf.style(fig, f"Prefix caching: {s['tasks']} agent loops x {s['tool_calls']} tool "
+    return _kit.style(fig, f"Prefix caching: {s['tasks']} agent loops x {s['tool_calls']} tool "
                      f"calls ({s['tools_len']}-token tool definitions); {s['shared_requests']} "
                      f"requests sharing a {s['system_len']}-token system prompt", data["clock"])
 

@@ -1,0 +1,31 @@
+"""Figures for writers: discovered chapters, deterministic figure data, files written."""
+import json
+import shutil
+
+import pytest
+
+from inferlab import figures_book
+
+
+def test_discovers_every_chapter_module():
+    names = figures_book.chapter_modules()
+    for n in ("ch01_prompt_anatomy", "ch02_tokenization", "ch03_prefill_decode",
+              "ch04_kv_cache", "ch05_batching"):
+        assert n in names
+    assert names == sorted(names) and not any(n.startswith("_") for n in names)
+
+
+def test_two_runs_give_identical_figure_data():
+    a = figures_book.figure_json(figures_book.chapter_figure("ch02_tokenization", smoke=True))
+    b = figures_book.figure_json(figures_book.chapter_figure("ch02_tokenization", smoke=True))
+    assert a == b
+    data = json.loads(a)["data"]
+    assert data and all(tr["type"] == "bar" for tr in data)
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="kaleido needs a chromium")
+def test_build_all_writes_each_format(tmp_path):
+    paths = figures_book.build_all(tmp_path, smoke=True, only=["ch01"])
+    names = sorted(p.rsplit("/", 1)[-1] for p in paths)
+    assert names == ["ch01_prompt_anatomy" + e for e in (".json", ".pdf", ".png", ".svg")]
+    assert all((tmp_path / n).stat().st_size > 1000 for n in names)
