@@ -64,24 +64,28 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
             res = cb_model.generate_batch(prompts, generation_config=gc, progress_bar=False)
         assert len(res) == num_requests
 
-    results = {}
-    ours()   # warm-up (also JIT-compiles numba kernels when used)
-    results["inferlab engine"] = total / _median_time(ours, repeats)
-    out(f"  inferlab engine            {results['inferlab engine']:8.1f} tok/s")
-    results["transformers padded x32"] = total / _median_time(hf_padded(prompts), repeats)
-    out(f"  transformers padded batch  {results['transformers padded x32']:8.1f} tok/s")
-    results["transformers batch 1"] = batch1_requests * new_tokens / _median_time(hf_batch1, 1)
-    out(f"  transformers batch 1       {results['transformers batch 1']:8.1f} tok/s")
+    paths = {"inferlab engine": ours, "transformers padded x32": hf_padded(prompts)}
     try:
         from transformers import AutoModelForCausalLM
         hf_cb.model = AutoModelForCausalLM.from_config(hf.config, attn_implementation="paged|sdpa")
         hf_cb.model.load_state_dict(hf.state_dict())
         hf_cb.model.to(dev).eval()
-        hf_cb()  # warm-up
-        results["transformers generate_batch"] = total / _median_time(hf_cb, repeats)
-        out(f"  transformers generate_batch{results['transformers generate_batch']:8.1f} tok/s")
+        paths["transformers generate_batch"] = hf_cb
     except Exception as e:  # noqa: BLE001 - report, do not hide
-        out(f"  transformers generate_batch failed: {type(e).__name__}: {e}")
+        out(f"  transformers generate_batch unavailable: {type(e).__name__}: {e}")
+    for fn in paths.values():        # warm-up (numba JIT, allocator, thread pools)
+        fn()
+    # Interleave the repeats so that machine noise hits every path alike.
+    times = {k: [] for k in paths}
+    for _ in range(repeats):
+        for name, fn in paths.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    results = {k: total / statistics.median(v) for k, v in times.items()}
+    results["transformers batch 1"] = batch1_requests * new_tokens / _median_time(hf_batch1, 1)
+    for k, v in results.items():
+        out(f"  {k:30s} {v:8.1f} tok/s")
     base = results["inferlab engine"]
     for k, v in results.items():
         if k != "inferlab engine":

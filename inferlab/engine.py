@@ -150,6 +150,11 @@ class Engine:
         self._texts.pop(request_id, None)
         return True
 
+    def abort_all(self) -> int:
+        """Abort every queued, future and running request; returns how many were aborted."""
+        ids = list(self.scheduler.requests) + [r.request_id for _, _, r in self._pending]
+        return sum(self.abort(rid) for rid in ids)
+
     def _admit_arrivals(self) -> None:
         if self._pending and not self.scheduler.has_unfinished():
             self.clock.skip_to(self._pending[0][0])      # idle: jump to the next arrival

@@ -15,9 +15,32 @@ def _read_int(path: str) -> int | None:
         return None
 
 
+def _parse_bytes(text: str) -> int | None:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().rstrip("ib").rstrip("b") if text else ""
+    try:
+        return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except (ValueError, IndexError):
+        return None
+
+
+def _self_rss() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def available_memory() -> int:
-    """Bytes this process may still use: min of the cgroup's room and MemAvailable."""
+    """Bytes this process may still use: min of the cgroup's room and MemAvailable.
+
+    INFERLAB_MEMORY_LIMIT (e.g. "2G") acts as a memory limit for this process, to see what a
+    smaller machine (a 2 GB Binder pod) would get without being in one."""
     limits = []
+    override = _parse_bytes(os.environ.get("INFERLAB_MEMORY_LIMIT", ""))
+    if override:
+        limits.append(max(override - _self_rss(), 0))
     limit = _read_int("/sys/fs/cgroup/memory.max") or _read_int(
         "/sys/fs/cgroup/memory/memory.limit_in_bytes")
     usage = _read_int("/sys/fs/cgroup/memory.current") or _read_int(

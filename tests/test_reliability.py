@@ -170,3 +170,14 @@ print("ok")
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+
+
+def test_abort_all_clears_queued_future_and_running(eng, reference_tokens):
+    sp = il.SamplingParams(max_tokens=20, ignore_eos=True)
+    eng.add_request(list(range(40, 60)), sp)
+    eng.add_request(list(range(60, 70)), sp)
+    eng.add_request(OK_PROMPT, sp, arrival_time=eng.now + 1000.0)    # not arrived yet
+    eng.step()
+    assert eng.abort_all() == 3
+    assert not eng.has_unfinished_requests()
+    still_serving(eng, reference_tokens)

@@ -102,8 +102,7 @@ class Lab(w.VBox):
 
             def stoppable_step():          # runs in this thread: no race with the engine
                 if self._stop.is_set():
-                    for rid in list(eng.scheduler.requests) + [r.request_id for *_, r in eng._pending]:
-                        eng.abort(rid)
+                    eng.abort_all()
                 return step()
             eng.step = stoppable_step
             self.trace = Trace.record(eng, workload=wl.description)

@@ -73,9 +73,8 @@ def figure(data: dict):
     fig.add_trace(go.Bar(y=names, x=[r["slots"] - r["tokens"] for r in rows], orientation="h",
                          name="reserved, empty (waste)", marker_color="#D55E00",
                          text=[f"{r['peak_waste']:.1%} wasted" for r in rows],
-                         textposition="outside"))
+                         textposition="outside", cliponaxis=False))
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title_text="KV token slots allocated at the peak")
-    # the published ranges, as shaded bands of the waste fraction on a second x axis
     return _kit.style(fig, TITLE + f" (block size {data['block_size']})",
                       "none: slot counts at the step of peak allocation", left=90)
