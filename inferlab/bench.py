@@ -143,3 +143,10 @@ def bench_soak(num_requests=2000, model="tiny", seed=0, out=print) -> dict:
     ok = done + aborted == num_requests and st.kv_blocks_used == 0 and growth < 0.05
     out("  PASS" if ok else "  FAIL")
     return res
+
+
+if __name__ == "__main__":      # python -m inferlab.bench engine ...  (same as `inferlab bench`)
+    import sys
+
+    from .cli import main
+    sys.exit(main(["bench", *sys.argv[1:]]))
