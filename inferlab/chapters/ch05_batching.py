@@ -19,9 +19,9 @@ def workload(smoke: bool):
     """Answer lengths vary a lot (a capped exponential, as in the published benchmark): that
     variance is exactly what static batching pays for."""
     from inferlab import workloads as wl
-    return wl.synthetic(16 if smoke else 48, prompt_len=wl.Uniform(16, 64),
-                        output_len=wl.CappedExponential(24 if smoke else 48,
-                                                        96 if smoke else 256),
+    return wl.synthetic(12 if smoke else 48, prompt_len=wl.Uniform(16, 64),
+                        output_len=wl.CappedExponential(16 if smoke else 48,
+                                                        64 if smoke else 256),
                         seed=0, name="varied answers")
 
 
