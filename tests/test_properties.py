@@ -129,10 +129,47 @@ def configs(draw):
     )
 
 
-@settings(max_examples=30, deadline=None, phases=[Phase.explicit, Phase.generate, Phase.shrink],
+@settings(max_examples=25, deadline=None, phases=[Phase.explicit, Phase.generate, Phase.shrink],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(work=workloads(), cfg=configs())
 def test_any_policy_finishes_everything_with_the_same_tokens_and_no_leak(work, cfg):
+    run_and_check(work, cfg)
+
+
+@st.composite
+def pressure_configs(draw):
+    """Paged with prefix caching, a cache of about one long sequence, several long requests
+    arriving together: preemption and prefix hits are the rule here, not the exception."""
+    cfg = draw(configs())
+    full = cdiv(MAX_MODEL_LEN, cfg["block_size"])
+    cfg.update(kv_layout="paged", enable_prefix_caching=True, max_num_seqs=4,
+               num_blocks=max(1, int(full * draw(st.sampled_from([0.9, 1.0, 1.2])))))
+    return cfg
+
+
+@st.composite
+def pressure_workloads(draw):
+    vocab = _reference_engine().vocab_size
+    base = draw(st.lists(st.integers(3, vocab - 1), min_size=40, max_size=40))
+    reqs = []
+    for _ in range(draw(st.integers(3, 6))):
+        length = draw(st.integers(20, 40))
+        shared = draw(st.sampled_from([0, 16, length]))
+        tail = draw(st.lists(st.integers(3, vocab - 1), min_size=length - shared,
+                             max_size=length - shared))
+        reqs.append((base[:shared] + tail, draw(st.integers(4, MAX_NEW)),
+                     draw(st.sampled_from([0, 0, 2, 10]))))
+    return sorted(reqs, key=lambda r: r[2])
+
+
+@settings(max_examples=12, deadline=None, phases=[Phase.explicit, Phase.generate, Phase.shrink],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(work=pressure_workloads(), cfg=pressure_configs())
+def test_under_memory_pressure_preemption_and_prefix_hits_change_no_token(work, cfg):
+    run_and_check(work, cfg)
+
+
+def run_and_check(work, cfg):
     eng = il.Engine("tiny", **cfg)
     bs, nb = cfg["block_size"], cfg["num_blocks"]
     ids, expect, refused = [], [], 0
