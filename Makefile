@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.inferlab-setup
-NOTEBOOK ?= notebooks/00_quickstart.ipynb
+NOTEBOOK ?= notebooks/00_tour.ipynb
 
 .PHONY: setup lab test test-fast bench figures chromium clean
 

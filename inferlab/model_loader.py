@@ -52,16 +52,31 @@ def smollm2_dir() -> str:
 @contextlib.contextmanager
 def _quiet():
     """transformers prints GGUF conversion progress and warnings; keep the lab's output clean."""
+    import importlib
+
     from transformers.utils import logging as hf_logging
     old = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # transformers' GGUF and weight-loading loops use tqdm.auto directly, which in a notebook
+    # leaves a progress widget behind in the saved output; silence just those two.
+    patched = []
+    for mod_name in ("transformers.modeling_gguf_pytorch_utils", "transformers.core_model_loading"):
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError:
+            continue
+        if hasattr(mod, "tqdm"):
+            patched.append((mod, mod.tqdm))
+            mod.tqdm = functools.partial(mod.tqdm, disable=True)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
         hf_logging.set_verbosity(old)
+        for mod, orig in patched:
+            mod.tqdm = orig
 
 
 @functools.lru_cache(maxsize=4)
