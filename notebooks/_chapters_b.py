@@ -117,7 +117,12 @@ print(f"first visible token: streamed {fv['streamed'] * 1e3:.0f} ms, "
       f"buffered {fv['buffered'] * 1e3:.0f} ms")""",
     """Each line counts the answer tokens a reader can see over time. The shaded band is the input
 check: nothing can start before it ends. Buffered output appears all at once at the end;
-chunked output arrives in steps, one per check.""")
+chunked output arrives in steps, one per check.
+
+On a CPU, each check is a prefill of the whole answer so far, which costs far more than a
+decode step, and it shares the batch with the answer, which waits for it. So here chunked
+checking may not beat buffering at all; on a GPU, where a short prefill costs about as much
+as a decode step, each check is cheap. Compare the claim below with what you measured.""")
 
 CH09 = chapter(
     "09_kernels", "ch09_kernels",

