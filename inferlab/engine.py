@@ -47,6 +47,9 @@ class Engine:
         from .model_runner import ModelRunner
         self.runner = ModelRunner(self.loaded.hf_model, self.num_blocks, cfg.block_size,
                                   cfg.attention_backend, cfg.seed)
+        if self.runner.backend == "numba-cpu":
+            import numba
+            numba.set_num_threads(min(cpu_count(), numba.config.NUMBA_NUM_THREADS))
         if cfg.kv_layout == "paged":
             self.kv = PagedKVManager(self.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
         else:
