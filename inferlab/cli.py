@@ -32,15 +32,16 @@ def _generate(args) -> int:
 def _bench(args) -> int:
     if args.what == "engine":
         from .bench import bench_engine
-        bench_engine(num_requests=args.requests, repeats=args.repeats, model=args.model,
+        bench_engine(num_requests=args.requests or 32, repeats=args.repeats, model=args.model,
                      device=args.device)
         return 0
     if args.what == "soak":
         from .bench import bench_soak
-        res = bench_soak(num_requests=args.requests if args.requests != 32 else 2000)
+        res = bench_soak(num_requests=args.requests or 2000)
         return 0 if res["blocks_leaked"] == 0 and res["rss_growth"] < 0.05 else 1
     from .bench_scheduling import run as run_sched
-    run_sched(args.what, repeats=args.repeats, model=args.model)
+    kw = {"num_requests": args.requests} if args.requests else {}
+    run_sched(args.what, repeats=args.repeats, model=args.model, **kw)
     return 0
 
 
@@ -70,7 +71,8 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak"])
     b.add_argument("--repeats", type=int, default=3)
-    b.add_argument("--requests", type=int, default=32)
+    b.add_argument("--requests", type=int, default=None,
+                   help="number of requests (default: engine 32, batching 256, soak 2000)")
     b.add_argument("--model", default=None)
     b.add_argument("--device", default=None)
     b.set_defaults(fn=_bench)

@@ -339,12 +339,14 @@ def test_static_never_admits_while_a_batch_is_running(chunked):
     ids = [eng.add_request(list(range(10 + i, 22 + i)),
                            il.SamplingParams(max_tokens=n, ignore_eos=True))
            for i, n in enumerate(lens)]
-    batches, admitted_at = [], {}
+    batches, admitted_at, finished_at = [], {}, {}
     step = 0
     while eng.has_unfinished_requests():
         before = {r.request_id for r in eng.scheduler.running}
         busy = any(r.output_token_ids for r in eng.scheduler.running)
-        eng.step()
+        for out in eng.step():
+            if out.finished:
+                finished_at[out.request_id] = step
         new = {r.request_id for r in eng.scheduler.running} - before
         new |= {rid for rid in ids if rid not in admitted_at and rid not in
                 eng.scheduler.requests and rid not in before}      # admitted and finished at once
@@ -358,8 +360,11 @@ def test_static_never_admits_while_a_batch_is_running(chunked):
         for rid in new:
             admitted_at[rid] = step
         step += 1
+    # Regression: r2 finishes (2 tokens) while r3 still prefills; r4 must not take its seat.
     assert batches == [ids[0:2], ids[2:4], ids[4:5]]
-    # the second batch starts only after r1 (5 tokens) finished, not when r0 did
+    # the next batch starts the step after the last member of the previous one finished
+    assert admitted_at[ids[2]] == finished_at[ids[1]] + 1 > finished_at[ids[0]] + 1
+    assert admitted_at[ids[4]] == max(finished_at[ids[2]], finished_at[ids[3]]) + 1
     assert eng.stats().num_steps == step
     check_drained(eng)
     # continuous admits r2 as soon as r0 leaves
