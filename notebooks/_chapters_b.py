@@ -5,13 +5,7 @@ Every chapter follows one shape: what the claim is, the knobs, the measurement, 
 a cell that asserts the direction of the effect, and "claim vs measured here" at the end.
 """
 
-SETUP = """\
-import inferlab as il
-from inferlab.chapters import smoke, {module} as ch
-from inferlab.chapters._display import show
-
-SMOKE = smoke()   # INFERLAB_SMOKE=1 shrinks the workload (CI, quick look)
-print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")"""
+from _chapters_a import SETUP  # noqa: E402 - one setup cell for every chapter
 
 CLAIM_VS_MEASURED = """\
 print("Claim:   ", ch.CLAIM)
