@@ -213,6 +213,8 @@ class Trace:
         steps = d.get("steps")
         if not isinstance(steps, list):
             raise TraceFormatError(f"{source}: \"steps\" must be a list of step records")
+        from .trace_schema import validate
+        validate(d, source)
         trace = cls(d.get("meta") or {})
         trace.requests = dict(d.get("requests") or {})
         for i, s in enumerate(steps):
