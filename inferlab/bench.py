@@ -145,6 +145,64 @@ def bench_soak(num_requests=2000, model="tiny", seed=0, out=print) -> dict:
     return res
 
 
+def bench_trace(model: str | None = "tiny", num_requests: int = 16, max_tokens: int = 32,
+              repeats: int = 5, **engine_kwargs) -> dict:
+    """Step time with no hook vs with a Trace subscribed, same workload, runs interleaved.
+
+    End-to-end step times on a shared CPU are noisy (the model's matmuls vary by tens of
+    percent run to run), so the publish path -- building the StepRecord and calling the
+    hooks, the only code a subscriber adds -- is also timed on its own."""
+    from .engine import Engine
+    from .params import SamplingParams
+    from .trace import Trace
+    eng = Engine(model, **engine_kwargs)
+    prompts = [[3 + (i * 7 + j) % 500 for j in range(24 + i % 9)] for i in range(num_requests)]
+    params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+    publish, spent = eng._publish, [0.0]
+
+    def timed_publish(*a, **k):
+        t = time.perf_counter()
+        publish(*a, **k)
+        spent[0] += time.perf_counter() - t
+    eng._publish = timed_publish
+
+    def run(traced: bool) -> tuple[float, float, int]:
+        trace = Trace.record(eng) if traced else None
+        for p in prompts:
+            eng.add_request(p, params)
+        n, spent[0], t = 0, 0.0, time.perf_counter()
+        while eng.has_unfinished_requests():
+            eng.step()
+            n += 1
+        dt = time.perf_counter() - t
+        if trace is not None:
+            trace.stop()
+        return dt / n, spent[0] / n, n
+
+    run(False)                                   # warm-up
+    plain, traced = [], []
+    for _ in range(repeats):
+        plain.append(run(False))
+        traced.append(run(True))
+    med = lambda xs, i: sorted(x[i] for x in xs)[len(xs) // 2]
+    a, b = med(plain, 0), med(traced, 0)
+    hook = med(traced, 1) - med(plain, 1)
+    return {"model": eng.model_name, "steps_per_run": plain[0][2], "repeats": repeats,
+            "step_ms_plain": a * 1e3, "step_ms_traced": b * 1e3, "ratio": b / a,
+            "publish_ms_plain": med(plain, 1) * 1e3, "publish_ms_traced": med(traced, 1) * 1e3,
+            "recording_ms_per_step": hook * 1e3, "recording_pct_of_step": hook / a * 100}
+
+
+def print_trace_bench(r: dict, out=print) -> None:
+    out(f"model {r['model']}: {r['steps_per_run']} steps/run, median of {r['repeats']}\n"
+        f"  step time   no hook {r['step_ms_plain']:8.3f} ms | with Trace "
+        f"{r['step_ms_traced']:8.3f} ms | ratio {r['ratio']:.3f}\n"
+        f"  publish     no hook {r['publish_ms_plain']:8.3f} ms | with Trace "
+        f"{r['publish_ms_traced']:8.3f} ms\n"
+        f"  recording cost {r['recording_ms_per_step']:.3f} ms/step = "
+        f"{r['recording_pct_of_step']:.2f}% of a step")
+
+
 if __name__ == "__main__":      # python -m inferlab.bench engine ...  (same as `inferlab bench`)
     import sys
 

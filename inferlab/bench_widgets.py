@@ -49,7 +49,7 @@ def make_trace(path, num_requests: int = 200, min_steps: int = 2000, seed: int =
     if len(trace.records) < min_steps:
         raise RuntimeError(f"trace has {len(trace.records)} steps, wanted >= {min_steps}")
     trace.save(path)
-    return len(trace.records), len(trace.request_ids())
+    return len(trace.records), len(trace.request_ids)
 
 
 # --- JupyterLab ------------------------------------------------------------------------

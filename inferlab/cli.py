@@ -35,6 +35,10 @@ def _bench(args) -> int:
         bench_engine(num_requests=args.requests or 32, repeats=args.repeats, model=args.model,
                      device=args.device)
         return 0
+    if args.what == "trace":
+        from .bench import bench_trace, print_trace_bench
+        print_trace_bench(bench_trace(args.model or "tiny", repeats=args.repeats))
+        return 0
     if args.what == "soak":
         from .bench import bench_soak
         res = bench_soak(num_requests=args.requests or 2000)
@@ -69,7 +73,7 @@ def main(argv=None) -> int:
                    help="send the prompt as raw text instead of a chat message")
     g.set_defaults(fn=_generate)
     b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
-    b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak"])
+    b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak", "trace"])
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000)")

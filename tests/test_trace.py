@@ -123,6 +123,6 @@ def test_chrome_trace_shape(run, tmp_path):
 
 
 def test_recording_overhead_small():
-    from inferlab.trace import benchmark
+    from inferlab.bench import bench_trace as benchmark
     r = benchmark("tiny", num_requests=4, max_tokens=8, repeats=2)
     assert r["recording_pct_of_step"] < 5.0, r
