@@ -30,6 +30,9 @@ class Engine:
         if torch.get_num_threads() > cpu_count():   # containers (Binder) report fewer CPUs
             torch.set_num_threads(cpu_count())
         device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise InvalidInputError(f"device={device!r} but this torch sees no CUDA GPU "
+                                    f"(torch {torch.__version__}); use device='cpu' or None")
         self.loaded = load_model(cfg.model, cfg.dtype, device, cfg.seed)
         self.tokenizer = self.loaded.tokenizer
         hf_cfg = self.loaded.hf_model.config

@@ -80,6 +80,7 @@ def test_bad_params_and_types(eng, reference_tokens):
     (dict(attention_backend="triton"), "attention_backend"), (dict(block_size=0), "block_size"),
     (dict(clock="TPU9000"), "GPU"), (dict(max_num_seqs=1.5), "max_num_seqs"),
     (dict(colour="red"), "unknown engine option"), (dict(dtype="int3"), "dtype"),
+    (dict(device="tpu"), "device"),
 ])
 def test_bad_engine_options(kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match) as e:
