@@ -74,3 +74,18 @@ def test_tiny_prefill_logits_match():
     with torch.no_grad():
         ref = eng.loaded.hf_model(torch.tensor([ids])).logits[0]
     assert (ref - eng.runner.prompt_logits(ids)).abs().max().item() < 1e-4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the numba-cuda "
+                    "kernels are checked in the CUDA simulator by tests/test_kernels_cudasim.py)")
+@pytest.mark.parametrize("backend", ["numba-cuda", "reference"])
+def test_tiny_greedy_matches_transformers_on_gpu(backend):
+    eng = il.Engine("tiny", device="cuda", block_size=16, num_blocks=256, attention_backend=backend)
+    outs = eng.generate([[5, 6, 7, 8], list(range(100, 150)), [42]],
+                        il.SamplingParams(max_tokens=16, ignore_eos=True), use_tqdm=False)
+    for o in outs:
+        ids = torch.tensor([o.prompt_token_ids], device="cuda")
+        ref = eng.loaded.hf_model.generate(ids, attention_mask=torch.ones_like(ids),
+                                           max_new_tokens=16, do_sample=False,
+                                           eos_token_id=None, pad_token_id=0)
+        assert o.token_ids == ref[0, ids.shape[1]:].tolist()
