@@ -32,7 +32,7 @@ numba.__version__, '| cuda available:', c.is_available(), torch.cuda.is_availabl
 
 echo "== 1. kernel tests (real shapes on the GPU)"
 if $PY -c "import pytest" 2>/dev/null; then
-  timeout 150 $PY -m pytest -q -p no:cacheprovider -x tests/test_kernels_cudasim.py \
+  timeout 150 $PY -m pytest -q -p no:cacheprovider -o addopts="" -x tests/test_kernels_cudasim.py \
       tests/test_kernels.py -k "not in_simulator and not import_is_cheap" || status=1
   # engine parity with transformers on the GPU (random tiny Llama; no model wheel needed)
   timeout 90 $PY -m pytest -q -p no:cacheprovider -o addopts="" tests/test_parity.py \
