@@ -89,7 +89,8 @@ def jupyterlab(root: pathlib.Path, started=None):
             except OSError:
                 time.sleep(0.5)
         else:
-            raise RuntimeError("JupyterLab did not start: " + (root / "lab.log").read_text()[-2000:])
+            raise RuntimeError("JupyterLab did not start: "
+                               + (root / "lab.log").read_text()[-2000:])
         if proc.poll() is not None:
             raise RuntimeError("JupyterLab exited: " + (root / "lab.log").read_text()[-2000:])
         req = urllib.request.Request(

@@ -43,6 +43,9 @@ def _bench(args) -> int:
         from .bench import bench_soak
         res = bench_soak(num_requests=args.requests or 2000)
         return 0 if res["blocks_leaked"] == 0 and res["rss_growth"] < 0.05 else 1
+    if args.what == "widgets":
+        from .bench_widgets import main as bench_widgets
+        return bench_widgets(["--requests", str(args.requests or 200)])
     from .bench_scheduling import run as run_sched
     kw = {"num_requests": args.requests} if args.requests else {}
     run_sched(args.what, repeats=args.repeats, model=args.model, **kw)
@@ -73,7 +76,8 @@ def main(argv=None) -> int:
                    help="send the prompt as raw text instead of a chat message")
     g.set_defaults(fn=_generate)
     b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
-    b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak", "trace"])
+    b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
+                                    "trace", "widgets"])
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000)")
