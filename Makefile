@@ -27,7 +27,7 @@ chromium:
 # JupyterLab on 127.0.0.1 only, with its own token (printed below); never without auth.
 lab: setup
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --no-browser \
-	  --LabApp.news_url=None $(NOTEBOOK)
+	  --LabApp.news_url=None $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(NOTEBOOK)
 
 test: setup chromium
 	$(PY) -m pytest -q
