@@ -8,10 +8,6 @@ import json
 import os
 import pathlib
 import shutil
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 
 import pytest
@@ -50,48 +46,16 @@ def _notebook(path):
     path.write_text(json.dumps(nb))
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab_server(tmp_path_factory):
     if not os.path.exists(CHROMIUM):
         pytest.skip("needs Debian chromium: apt-get install -y chromium")
     pytest.importorskip("playwright")
+    from inferlab.bench_widgets import jupyterlab   # one way to start a lab, shared
     root = tmp_path_factory.mktemp("labroot")
     _notebook(root / "views.ipynb")
-    port, token = _free_port(), "inferlab-test-" + os.urandom(8).hex()
-    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(root / ".ws"), JUPYTER_CONFIG_DIR=str(root / ".cfg"),
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    log = open(root / "lab.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--LabApp.news_url=None", "--ServerApp.open_browser=False"]
-        + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        if proc.poll() is not None:
-            break
-        try:
-            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.terminate()
-        pytest.fail("JupyterLab did not start: " + (root / "lab.log").read_text()[-2000:])
-    yield url, token, root
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with jupyterlab(root) as (url, token):
+        yield url, token, root
 
 
 def _set_theme(url, token, theme):
