@@ -53,6 +53,7 @@ class Engine:
         if self.runner.backend == "numba-cpu":
             import numba
             numba.set_num_threads(min(cpu_count(), numba.config.NUMBA_NUM_THREADS))
+        self.runner.warm_up()   # compile kernels now, not inside the first request's TTFT
         if cfg.kv_layout == "paged":
             self.kv = PagedKVManager(self.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
         else:

@@ -28,6 +28,14 @@ class ModelRunner:
         self._generators: dict[str, torch.Generator] = {}
         self._seed_counter = 0
 
+    def warm_up(self) -> None:
+        """Run the prefill and decode kernels once on scratch blocks, so that JIT compilation
+        (numba: seconds on first use) is paid at engine creation, not inside the first
+        request's measured time to first token."""
+        if self.num_blocks >= 1:
+            self.prompt_logits([1, 2][: self.block_size * self.num_blocks])
+            self.prompt_logits([1])
+
     @property
     def kv_cache_bytes(self) -> int:
         return 2 * self.k_cache.numel() * self.k_cache.element_size()
