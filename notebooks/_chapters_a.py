@@ -118,7 +118,8 @@ Knobs: `ch.LENGTHS`, `ch.SIM_LENGTHS`, `ch.roofline(gpu="L4", model="llama-3-70b
     rows = data["runs"][clock]
     ttft, tpot = [r["ttft"] for r in rows], [r["tpot"] for r in rows]
     assert ttft[-1] > 2 * ttft[0], (clock, ttft)          # TTFT grows with the input
-    assert max(tpot) < 1.6 * min(tpot), (clock, tpot)     # per-token decode time stays flat
+    flat = 1.6 if clock == "sim" else 2.0                 # wall clock: allow machine noise
+    assert max(tpot) < flat * min(tpot), (clock, tpot)    # per-token decode time stays flat
 print("TTFT grows with input length; the time per output token does not")""",
     """Left: on the simulated H100 the time to first token rises with the input, while the time
 per output token is a flat line. Right: the roofline. A step below the ridge is limited by
