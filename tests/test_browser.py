@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import shutil
+import tempfile
 import urllib.request
 
 import pytest
@@ -94,7 +95,7 @@ def test_views_in_jupyterlab(lab_server, tmp_path):
             draw_ms = _drive(page, url, token, tmp_path)
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-            shutil.copy(tmp_path / "failure.png", "/tmp/il_browser_failure.png")
+            shutil.copy(tmp_path / "failure.png", pathlib.Path(tempfile.gettempdir(), "il_browser_failure.png"))
             raise
         browser.close()
     _set_theme(url, token, "JupyterLab Light")
