@@ -52,8 +52,8 @@ def _notebook(path):
 @pytest.fixture(scope="module")
 def lab_server(tmp_path_factory):
     if not os.path.exists(CHROMIUM):
-        pytest.skip("needs Debian chromium: apt-get install -y chromium")
-    pytest.importorskip("playwright")
+        pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
+    import playwright  # noqa: F401 - a dev dependency: missing means a broken setup
     from inferlab.bench_widgets import jupyterlab   # one way to start a lab, shared
     root = tmp_path_factory.mktemp("labroot")
     _notebook(root / "views.ipynb")

@@ -1,6 +1,5 @@
 """Figures for writers: discovered chapters, deterministic figure data, files written."""
 import json
-import shutil
 
 import pytest
 
@@ -23,7 +22,6 @@ def test_two_runs_give_identical_figure_data():
     assert data and all(tr["type"] == "bar" for tr in data)
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="kaleido needs a chromium")
 def test_build_all_writes_each_format(tmp_path):
     paths = figures_book.build_all(tmp_path, smoke=True, only=["ch01"])
     names = sorted(p.rsplit("/", 1)[-1] for p in paths)
