@@ -219,9 +219,8 @@ class Engine:
         return outputs
 
     def _output(self, req: Request, new_ids, new_text) -> RequestOutput:
-        st = self._texts.get(req.request_id)
         return RequestOutput(req.request_id, req.prompt_text, req.prompt_token_ids,
-                             list(req.output_token_ids), st.text if st else req.output_text,
+                             list(req.output_token_ids), self._texts[req.request_id].text,
                              req.finished, req.finish_reason, RequestMetrics.of(req),
                              list(new_ids), new_text)
 

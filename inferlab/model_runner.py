@@ -36,10 +36,6 @@ class ModelRunner:
             self.prompt_logits([1, 2][: self.block_size * self.num_blocks])
             self.prompt_logits([1])
 
-    @property
-    def kv_cache_bytes(self) -> int:
-        return 2 * self.k_cache.numel() * self.k_cache.element_size()
-
     def forget(self, request_id: str) -> None:
         self._generators.pop(request_id, None)
 
@@ -64,9 +60,8 @@ class ModelRunner:
             req = requests[c.request_id]
             table = out.block_tables[c.request_id]
             tables[s, :len(table)] = torch.tensor(table, dtype=torch.int32)
-            toks = req.all_token_ids[c.start:c.start + c.num_tokens]
-            ids.extend(toks)
             positions = range(c.start, c.start + c.num_tokens)
+            ids.extend(req.token_at(p) for p in positions)   # no prompt+output copy per step
             pos.extend(positions)
             slots.extend(table[p // bs] * bs + p % bs for p in positions)
             seq_lens.append(c.start + c.num_tokens)

@@ -66,7 +66,6 @@ class Request:
     num_cached_tokens: int = 0       # prompt tokens served from the prefix cache (first admission)
     num_preemptions: int = 0
     stop_reason: str | int | None = None
-    output_text: str = ""            # detokenized text, cut at a stop string if one matched
     times: RequestTimes = field(default_factory=RequestTimes)
 
     def __post_init__(self):
@@ -92,11 +91,6 @@ class Request:
     @property
     def num_uncomputed(self) -> int:
         return self.num_tokens - self.num_computed_tokens
-
-    @property
-    def is_prefilling(self) -> bool:
-        """True while more than the newest token is still uncomputed (prompt, or recompute)."""
-        return self.num_uncomputed > 1 or not self.output_token_ids
 
     @property
     def max_total_tokens(self) -> int:
