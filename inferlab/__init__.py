@@ -6,10 +6,10 @@
 """
 from __future__ import annotations
 
-from .errors import (CapacityError, InferlabError, InvalidInputError, InvalidTypeError,
+from inferlab.errors import (CapacityError, InferlabError, InvalidInputError, InvalidTypeError,
                      ModelLoadError, TraceFormatError)
-from .outputs import RequestMetrics, RequestOutput
-from .params import SamplingParams
+from inferlab.core.outputs import RequestMetrics, RequestOutput
+from inferlab.core.params import SamplingParams
 
 __version__ = "0.1.0"
 
@@ -21,10 +21,10 @@ __all__ = ["Engine", "SamplingParams", "RequestOutput", "RequestMetrics", "compa
 def __getattr__(name):
     # torch and transformers load only when the engine is first needed
     if name == "Engine":
-        from .engine import Engine
+        from inferlab.engine import Engine
         return Engine
     if name == "compare":
-        from .compare import compare
+        from inferlab.lab.compare import compare
         return compare
     if name in ("workloads", "figures", "trace", "metrics", "costmodel"):
         import importlib

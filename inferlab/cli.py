@@ -31,29 +31,29 @@ def _generate(args) -> int:
 
 def _bench(args) -> int:
     if args.what == "engine":
-        from .bench import bench_engine
+        from inferlab.bench.engine import bench_engine
         bench_engine(num_requests=args.requests or 32, repeats=args.repeats, model=args.model,
                      device=args.device)
         return 0
     if args.what == "trace":
-        from .bench import bench_trace, print_trace_bench
+        from inferlab.bench.engine import bench_trace, print_trace_bench
         print_trace_bench(bench_trace(args.model or "tiny", repeats=args.repeats))
         return 0
     if args.what == "soak":
-        from .bench import bench_soak
+        from inferlab.bench.engine import bench_soak
         res = bench_soak(num_requests=args.requests or 2000)
         return 0 if res["blocks_leaked"] == 0 and res["rss_growth"] < 0.05 else 1
     if args.what == "widgets":
-        from .bench_widgets import main as bench_widgets
+        from inferlab.bench.widgets import main as bench_widgets
         return bench_widgets(["--requests", str(args.requests or 200)])
-    from .bench_scheduling import run as run_sched
+    from inferlab.bench.scheduling import run as run_sched
     kw = {"num_requests": args.requests} if args.requests else {}
     run_sched(args.what, repeats=args.repeats, model=args.model, **kw)
     return 0
 
 
 def _figures(args) -> int:
-    from .figures_book import build_all
+    from inferlab.lab.book import build_all
     build_all(args.out, smoke=args.smoke)
     return 0
 
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     f.add_argument("--smoke", action="store_true", help="small workloads (fast)")
     f.set_defaults(fn=_figures)
     args = p.parse_args(argv)
-    from .errors import InferlabError
+    from inferlab.errors import InferlabError
     try:
         return args.fn(args)
     except InferlabError as e:

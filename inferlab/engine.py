@@ -8,19 +8,19 @@ import heapq
 import itertools
 import time
 
-from .config import EngineConfig
-from .errors import CapacityError, InvalidInputError, InvalidTypeError
-from .events import EmittedToken, EventBus, StepRecord
-from .kv_manager import ContiguousKVManager, PagedKVManager
-from .model_loader import load_model
-from .outputs import RequestMetrics, RequestOutput
-from .params import SamplingParams
-from .prompts import to_token_ids
-from .request import Request, RequestStatus
-from .resources import cpu_count, default_kv_cache_memory
-from .scheduler import Scheduler
-from .stats import EngineStats, PeakTracker, waste
-from .textstream import TextState
+from inferlab.core.config import EngineConfig
+from inferlab.errors import CapacityError, InvalidInputError, InvalidTypeError
+from inferlab.core.events import EmittedToken, EventBus, StepRecord
+from inferlab.core.kv_manager import ContiguousKVManager, PagedKVManager
+from inferlab.model.loader import load_model
+from inferlab.core.outputs import RequestMetrics, RequestOutput
+from inferlab.core.params import SamplingParams
+from inferlab.core.prompts import to_token_ids
+from inferlab.core.request import Request, RequestStatus
+from inferlab.model.resources import cpu_count, default_kv_cache_memory
+from inferlab.core.scheduler import Scheduler
+from inferlab.core.stats import EngineStats, PeakTracker, waste
+from inferlab.core.textstream import TextState
 
 
 class Engine:
@@ -44,10 +44,10 @@ class Engine:
         if self.max_model_len > model_len:
             raise InvalidInputError(f"max_model_len={self.max_model_len} exceeds the model's "
                                     f"context of {model_len} tokens")
-        from .model import LlamaForward
+        from inferlab.model.llama import LlamaForward
         bytes_per_token = LlamaForward.kv_bytes_per_token_of(hf_cfg, cfg.dtype)
         self.num_blocks = cfg.num_blocks or self._auto_num_blocks(bytes_per_token)
-        from .model_runner import ModelRunner
+        from inferlab.model.runner import ModelRunner
         self.runner = ModelRunner(self.loaded.hf_model, self.num_blocks, cfg.block_size,
                                   cfg.attention_backend, cfg.seed)
         if self.runner.backend == "numba-cpu":
@@ -329,5 +329,5 @@ def _first(x):
 
 
 def _make_clock(cfg: EngineConfig, hf_cfg, name: str):
-    from .costmodel import make_clock
+    from inferlab.sim.costmodel import make_clock
     return make_clock(cfg.clock, hf_config=hf_cfg, sim_model=cfg.sim_model, model_name=name)

@@ -15,7 +15,7 @@ import importlib.util
 
 import numpy as np
 
-from . import reference
+from inferlab.kernels import reference
 
 ALL_BACKENDS = ("reference", "numba-cpu", "numba-cuda")
 CPU_AUTO_ORDER = ("numba-cpu", "reference")   # fastest first, per BENCHMARKS.md ## Kernels
@@ -91,7 +91,7 @@ def _to_torch(x):
 
 
 def _cuda_module():
-    from . import numba_cuda
+    from inferlab.kernels import numba_cuda
     return numba_cuda
 
 
@@ -104,7 +104,7 @@ def write_kv(k, v, k_cache, v_cache, slot_mapping, backend=None) -> None:
         reference.write_kv(_to_torch(k), _to_torch(v), _to_torch(k_cache), _to_torch(v_cache),
                            _to_torch(slot_mapping))
     elif b == "numba-cpu":
-        from . import numba_cpu
+        from inferlab.kernels import numba_cpu
         numba_cpu.write_kv(*map(_to_numpy, (k, v, k_cache, v_cache, slot_mapping)))
     else:
         _cuda_module().write_kv(k, v, k_cache, v_cache, slot_mapping)
@@ -118,7 +118,7 @@ def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale, b
         out = reference.paged_attention_decode(*map(_to_torch, args), scale)
         return out if _is_torch(q) else out.numpy()
     if b == "numba-cpu":
-        from . import numba_cpu
+        from inferlab.kernels import numba_cpu
         out = numba_cpu.paged_attention_decode(*map(_to_numpy, args), scale)
         return _to_torch(out) if _is_torch(q) else out
     return _cuda_module().paged_attention_decode(*args, scale)
@@ -133,7 +133,7 @@ def paged_attention_prefill(q, k_cache, v_cache, block_tables, seq_lens, query_s
         out = reference.paged_attention_prefill(*map(_to_torch, args), scale)
         return out if _is_torch(q) else out.numpy()
     if b == "numba-cpu":
-        from . import numba_cpu
+        from inferlab.kernels import numba_cpu
         out = numba_cpu.paged_attention_prefill(*map(_to_numpy, args), scale)
         return _to_torch(out) if _is_torch(q) else out
     return _cuda_module().paged_attention_prefill(*args, scale)

@@ -20,7 +20,7 @@ import time
 import numpy as np
 import torch
 
-from . import numba_cpu, reference
+from inferlab.kernels import numba_cpu, reference
 
 HEADS, KV_HEADS, HEAD_DIM, BLOCK = 9, 3, 64, 16          # SmolLM2-135M attention
 

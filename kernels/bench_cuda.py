@@ -18,7 +18,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from . import paged_attention_decode, paged_attention_prefill, reference, write_kv
+from inferlab.kernels import paged_attention_decode, paged_attention_prefill, reference, write_kv
 
 DEV = "cuda"
 

@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numba import config, cuda, float32
 
-from .cuda_launch import Launch, host_view, install_simulator_shuffle
+from inferlab.kernels.cuda_launch import Launch, host_view, install_simulator_shuffle
 
 WARPS = 4                 # warps per thread block
 THREADS = WARPS * 32

@@ -4,8 +4,8 @@
 
 SETUP = """\
 import inferlab as il
-from inferlab.chapters import smoke, {module} as ch
-from inferlab.chapters._display import show
+from inferlab.lab.chapters import smoke, {module} as ch
+from inferlab.lab.chapters._display import show
 
 SMOKE = smoke()   # INFERLAB_SMOKE=1 shrinks the workload (CI, quick look)
 print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")"""
@@ -209,7 +209,7 @@ kernel) through inferlab's own serving engine, and shows what happens between pr
 Enter and the first word. Run the cells top to bottom; each section points to the chapter
 that goes deeper. Everything you see is measured here, not animated."""),
     ("code", """import inferlab as il
-from inferlab.chapters import smoke
+from inferlab.lab.chapters import smoke
 from inferlab.widgets import TokenStream, SchedulerTimeline, KVBlockMap, BatchingComparison, Lab
 from transformers.utils import logging as hf_logging
 hf_logging.disable_progress_bar()   # no loading bars in the saved notebook

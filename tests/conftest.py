@@ -9,7 +9,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(scope="session")
 def smollm2():
     """The real SmolLM2-135M-Instruct, loaded once (engines share the cached weights)."""
-    from inferlab.model_loader import load_model
+    from inferlab.model.loader import load_model
     return load_model(None)
 
 

@@ -75,7 +75,7 @@ def test_binder_env_runs_tour_under_memory_limit(tmp_path):
     assert str(venv) in where.split()[1] and where.startswith(ROOT)
 
     # what binder/start sets at launch (threads from the cgroup, smoke-size workloads); this
-    # machine has no 2 GB cgroup, so tell inferlab.resources about Binder's limit instead
+    # machine has no 2 GB cgroup, so tell inferlab.model.resources about Binder's limit instead
     env.update(INFERLAB_SMOKE="1", INFERLAB_MEMORY_LIMIT="2G")
     env.update(dict(line.split("=", 1) for line in _run(
         ["bash", "binder/start", "env"], env, 60).splitlines()

@@ -22,7 +22,7 @@ SHOTS = ROOT / "build" / "screenshots"
 
 CELLS = [
     # 0: engine, warmed up so the first step's JIT compile does not dominate the timeline
-    "import inferlab as il\nfrom inferlab.widgets import *\nfrom inferlab.workloads import "
+    "import inferlab as il\nfrom inferlab.widgets import *\nfrom inferlab.sim.workloads import "
     "synthetic, run_workload, Poisson, Uniform\neng = il.Engine('tiny', num_blocks=48, block_size=4, "
     "max_num_seqs=4, max_num_batched_tokens=24)\n_ = eng.generate(['warm up'], "
     "il.SamplingParams(max_tokens=2), use_tqdm=False)",
@@ -54,7 +54,7 @@ def lab_server(tmp_path_factory):
     if not os.path.exists(CHROMIUM):
         pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
     import playwright  # noqa: F401 - a dev dependency: missing means a broken setup
-    from inferlab.bench_widgets import jupyterlab   # one way to start a lab, shared
+    from inferlab.bench.widgets import jupyterlab   # one way to start a lab, shared
     root = tmp_path_factory.mktemp("labroot")
     _notebook(root / "views.ipynb")
     with jupyterlab(root) as (url, token):

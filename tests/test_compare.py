@@ -4,11 +4,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from inferlab.compare import compare
+from inferlab.lab.compare import compare
 from inferlab.errors import InvalidInputError, InvalidTypeError
-from inferlab.metrics import SLO
-from inferlab.outputs import RequestMetrics, RequestOutput
-from inferlab.workloads import Uniform, chat_sessions, run_workload, synthetic
+from inferlab.observe.metrics import SLO
+from inferlab.core.outputs import RequestMetrics, RequestOutput
+from inferlab.sim.workloads import Uniform, chat_sessions, run_workload, synthetic
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """Engine core with exact assertions: block ids, free-queue order, ref counts, no leaks."""
 import pytest
 
-from inferlab.block_pool import BlockPool
-from inferlab.config import EngineConfig
-from inferlab.kv_manager import ContiguousKVManager, PagedKVManager
-from inferlab.params import SamplingParams
-from inferlab.request import Request, RequestStatus
-from inferlab.scheduler import Scheduler
+from inferlab.core.block_pool import BlockPool
+from inferlab.core.config import EngineConfig
+from inferlab.core.kv_manager import ContiguousKVManager, PagedKVManager
+from inferlab.core.params import SamplingParams
+from inferlab.core.request import Request, RequestStatus
+from inferlab.core.scheduler import Scheduler
 
 
 def req(rid, n_prompt, max_tokens=4, start=100):

@@ -1,7 +1,7 @@
 """Roofline cost model, GPU profiles, model shapes, clocks: exact and order-of-magnitude checks."""
 import pytest
 
-from inferlab.costmodel import (GPUS, MODEL_SHAPES, ModelShape, SimulatedClock, WallClock,
+from inferlab.sim.costmodel import (GPUS, MODEL_SHAPES, ModelShape, SimulatedClock, WallClock,
                                 allreduce_time, get_gpu, kv_bytes_per_token, make_clock,
                                 model_shape, step_bytes, step_flops, step_time, tensor_parallel,
                                 weight_bytes, BANDWIDTH_EFFICIENCY, FLOPS_EFFICIENCY)
@@ -144,7 +144,7 @@ def test_wall_clock_skips_idle_time():
 
 def test_make_clock_and_engine_config_validation():
     from transformers import LlamaConfig
-    from inferlab.config import EngineConfig
+    from inferlab.core.config import EngineConfig
     assert isinstance(make_clock("wall"), WallClock)
     c = make_clock("H200", sim_model="llama-3-70b")
     assert c.name == "H200 (simulated, llama-3-70b shape)"

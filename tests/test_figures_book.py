@@ -3,9 +3,7 @@ import json
 
 import pytest
 
-from inferlab import figures_book
-
-
+from inferlab.lab import book as figures_book
 def test_discovers_every_chapter_module():
     names = figures_book.chapter_modules()
     for n in ("ch01_prompt_anatomy", "ch02_tokenization", "ch03_prefill_decode",

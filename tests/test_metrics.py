@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from inferlab.errors import InvalidInputError, InvalidTypeError
-from inferlab.metrics import SLO, LatencyStats, summarize
-from inferlab.outputs import RequestMetrics, RequestOutput
+from inferlab.observe.metrics import SLO, LatencyStats, summarize
+from inferlab.core.outputs import RequestMetrics, RequestOutput
 
 
 def out(rid, arrival, token_times, *, prompt=10, scheduled=None, cached=0, preempt=0,

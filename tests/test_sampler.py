@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import inferlab as il
-from inferlab.sampler import filter_logits
+from inferlab.model.sampler import filter_logits
 
 PROMPTS = ["Hello there", "The weather today is", [7, 8, 9, 10, 11], "Once upon a time, far away"]
 

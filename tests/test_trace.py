@@ -5,12 +5,12 @@ import pytest
 
 import inferlab as il
 from inferlab.errors import TraceFormatError
-from inferlab.trace import VERSION, LaneBuilder, Trace
+from inferlab.observe.trace import VERSION, LaneBuilder, Trace
 
 
 @pytest.fixture(scope="module")
 def run():
-    from inferlab.workloads import run_workload, synthetic
+    from inferlab.sim.workloads import run_workload, synthetic
     eng = il.Engine("tiny", num_blocks=24, block_size=4, max_num_seqs=4,
                     max_num_batched_tokens=16)
     trace = Trace.record(eng, note="test")
@@ -53,9 +53,9 @@ def test_lanes_cover_each_request(run):
 
 
 def test_preempted_lane():
-    from inferlab.block_pool import KVEvent  # noqa: F401 - records built by hand
-    from inferlab.events import StepRecord
-    from inferlab.scheduler import RequestEvent, ScheduledChunk
+    from inferlab.core.block_pool import KVEvent  # noqa: F401 - records built by hand
+    from inferlab.core.events import StepRecord
+    from inferlab.core.scheduler import RequestEvent, ScheduledChunk
 
     def rec(k, batch, events):
         return StepRecord(k, k * 1.0, k + 1.0, 1.0, None, "wall", batch, 1, 8, [], events, [],
@@ -123,6 +123,6 @@ def test_chrome_trace_shape(run, tmp_path):
 
 
 def test_recording_overhead_small():
-    from inferlab.bench import bench_trace as benchmark
+    from inferlab.bench.engine import bench_trace as benchmark
     r = benchmark("tiny", num_requests=4, max_tokens=8, repeats=2)
     assert r["recording_pct_of_step"] < 5.0, r

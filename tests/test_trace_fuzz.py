@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import inferlab as il
 from inferlab.errors import TraceFormatError
-from inferlab.trace import Trace
+from inferlab.observe.trace import Trace
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=False)
                     | st.text(max_size=8),

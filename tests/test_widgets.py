@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import inferlab as il
-from inferlab import figures
+from inferlab.lab import figures
 from inferlab.errors import InvalidInputError
-from inferlab.trace import Trace
+from inferlab.observe.trace import Trace
 from inferlab.widgets import (BatchingComparison, KVBlockMap, Lab, SchedulerTimeline,
                               TokenStream)
 from inferlab.widgets._base import wait_until
@@ -145,7 +145,7 @@ def test_comparison_from_traces(trace):
 
 
 def test_comparison_run():
-    from inferlab.workloads import synthetic
+    from inferlab.sim.workloads import synthetic
     c = BatchingComparison.run(synthetic(4, prompt_len=8, output_len=4, seed=0),
                                ("static", {"scheduler": "static"}),
                                ("continuous", {"scheduler": "continuous"}),

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from inferlab.errors import InvalidInputError, InvalidTypeError
-from inferlab.outputs import RequestMetrics, RequestOutput
-from inferlab.workloads import (AllAtOnce, CappedExponential, Fixed, Gamma, Poisson, Uniform,
+from inferlab.core.outputs import RequestMetrics, RequestOutput
+from inferlab.sim.workloads import (AllAtOnce, CappedExponential, Fixed, Gamma, Poisson, Uniform,
                                 Workload, WorkloadRequest, agent_loops, chat_sessions,
                                 run_workload, synthetic)
 

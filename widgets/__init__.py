@@ -5,19 +5,19 @@
     view = SchedulerTimeline(trace)    # replay with a time scrubber
     view.figure()                      # the same picture as a plotly figure
 """
-from ._base import View
-from .kv_map import KVBlockMap
-from .timeline import SchedulerTimeline
-from .token_stream import TokenStream
+from inferlab.widgets._base import View
+from inferlab.widgets.kv_map import KVBlockMap
+from inferlab.widgets.timeline import SchedulerTimeline
+from inferlab.widgets.token_stream import TokenStream
 
 __all__ = ["View", "TokenStream", "SchedulerTimeline", "KVBlockMap", "BatchingComparison", "Lab"]
 
 
 def __getattr__(name):
     if name == "BatchingComparison":
-        from .comparison import BatchingComparison
+        from inferlab.widgets.comparison import BatchingComparison
         return BatchingComparison
     if name == "Lab":
-        from .lab import Lab
+        from inferlab.widgets.lab import Lab
         return Lab
     raise AttributeError(f"module 'inferlab.widgets' has no attribute {name!r}")

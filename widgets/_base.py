@@ -16,7 +16,7 @@ import anywidget
 import numpy as np
 import traitlets as t
 
-from inferlab.trace import Trace
+from inferlab.observe.trace import Trace
 
 HERE = pathlib.Path(__file__).parent
 STATIC_IMAGES = True       # add a PNG of view.figure() to each displayed view
@@ -190,7 +190,7 @@ class View(anywidget.AnyWidget):
         data["text/plain"] = repr(self)
         if STATIC_IMAGES and self.num_steps:
             try:
-                from inferlab.figures import to_image
+                from inferlab.lab.figures import to_image
                 png = to_image(self.figure(), "png", width=900, height=420)
                 data["image/png"] = base64.b64encode(png).decode("ascii")
             except Exception as e:  # noqa: BLE001 - no browser for kaleido: widget only
@@ -201,7 +201,7 @@ class View(anywidget.AnyWidget):
         """The view as a static PNG (IPython Image), e.g. after a live run."""
         from IPython.display import Image
 
-        from inferlab.figures import to_image
+        from inferlab.lab.figures import to_image
         return Image(to_image(self.figure(), "png", width=900, height=420))
 
 

@@ -12,10 +12,10 @@ import threading
 import numpy as np
 import traitlets as t
 
-from inferlab.trace import LaneBuilder, Trace
+from inferlab.observe.trace import LaneBuilder, Trace
 
-from ._base import View, asset, pack
-from .timeline import pack_segments
+from inferlab.widgets._base import View, asset, pack
+from inferlab.widgets.timeline import pack_segments
 
 SCRUB_POINTS = 200
 
@@ -92,7 +92,7 @@ class BatchingComparison(View):
     def run(cls, workload, *configs, model="tiny", background: bool = False, **common):
         """Run ``workload`` once per (label, engine kwargs) config, live into a new view."""
         from inferlab.engine import Engine
-        from inferlab.workloads import run_workload
+        from inferlab.sim.workloads import run_workload
         view = cls(title=f"{cls.kind}: {workload.name}")
 
         def go():
@@ -113,7 +113,7 @@ class BatchingComparison(View):
         from plotly.subplots import make_subplots
         import plotly.graph_objects as go
 
-        from inferlab import figures
+        from inferlab.lab import figures
         fig = make_subplots(rows=1, cols=3, subplot_titles=("requests in the batch",
                                                             "latency (ms)", "output tokens/s"))
         for i, (label, tr) in enumerate(self._sides):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import traitlets as t
 
-from ._base import View, asset, pack
+from inferlab.widgets._base import View, asset, pack
 
 CACHED, SHARED, RESERVED = 1, 2, 4
 
@@ -114,7 +114,7 @@ class KVBlockMap(View):
                  "flags": fl} for b, (o, f, r, fl) in enumerate(self._cells)]
 
     def figure(self):
-        from inferlab import figures
+        from inferlab.lab import figures
         s = self.summary
         title = (f"{self.title}: {s.get('blocks_used', 0)}/{s.get('blocks_total', 0)} blocks, "
                  f"{s.get('tokens_used', 0)} tokens in {s.get('slots_allocated', 0)} slots "

@@ -10,16 +10,16 @@ import threading
 
 import ipywidgets as w
 
-from inferlab.trace import Trace
+from inferlab.observe.trace import Trace
 
-from ._base import STATIC_IMAGES
-from .kv_map import KVBlockMap
-from .timeline import SchedulerTimeline
-from .token_stream import TokenStream
+from inferlab.widgets._base import STATIC_IMAGES
+from inferlab.widgets.kv_map import KVBlockMap
+from inferlab.widgets.timeline import SchedulerTimeline
+from inferlab.widgets.token_stream import TokenStream
 
 
 def _workload(kind: str, n: int, rate: float, seed: int = 0):
-    from inferlab import workloads as wl
+    from inferlab.sim import workloads as wl
     arrival = wl.Poisson(rate) if rate > 0 else None
     if kind == "chat sessions":
         return wl.chat_sessions(max(1, n // 3), turns=3, system_prompt_len=32, output_len=16,
@@ -93,7 +93,7 @@ class Lab(w.VBox):
 
     def _run(self) -> None:
         from inferlab.engine import Engine
-        from inferlab.workloads import run_workload
+        from inferlab.sim.workloads import run_workload
         try:
             self.status.value = "loading model…"
             eng = self.engine = Engine(self.model, **self.config())
@@ -127,7 +127,7 @@ class Lab(w.VBox):
         data["text/plain"] = f"Lab(model={self.model!r})"
         if STATIC_IMAGES and self.timeline.num_steps:
             try:
-                from inferlab.figures import to_image
+                from inferlab.lab.figures import to_image
                 png = to_image(self.timeline.figure(), "png", width=900, height=420)
                 data["image/png"] = base64.b64encode(png).decode("ascii")
             except Exception:  # noqa: BLE001

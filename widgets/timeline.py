@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import traitlets as t
 
-from inferlab.trace import LaneBuilder
+from inferlab.observe.trace import LaneBuilder
 
-from ._base import View, asset, pack
+from inferlab.widgets._base import View, asset, pack
 
 KINDS = {"queued": 0, "prefill": 1, "decode": 2, "preempted": 3}
 
@@ -81,7 +81,7 @@ class SchedulerTimeline(View):
         return self._lb.all_segments()
 
     def figure(self):
-        from inferlab import figures
+        from inferlab.lab import figures
         upto = self.shown_time() if self.cursor >= 0 else None
         return figures.timeline(self._lb.all_segments(), self._lb.order, self._steps, self.t0,
                                 title=self.title, clock=self.clock, upto=upto)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import traitlets as t
 
-from ._base import View, asset, pack
+from inferlab.widgets._base import View, asset, pack
 
 
 class TokenStream(View):
@@ -71,7 +71,7 @@ class TokenStream(View):
         return "".join(x for j, x in zip(self._tr, self._tx) if j == i)
 
     def figure(self):
-        from inferlab import figures
+        from inferlab.lab import figures
         return figures.token_raster(self.rows(), title=self.title, clock=self.clock)
 
     def __repr__(self):

@@ -1,0 +1,204 @@
+"""Benchmarks that compare side by side in one run (ratios, never absolute timed tests).
+
+    inferlab bench engine     our engine vs transformers generate (padded batch, batch 1)
+                              vs transformers generate_batch (its continuous batching)
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+
+def _median_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model=None,
+                 batch1_requests=4, device=None, out=print) -> dict:
+    """tokens/s of the same requests through four paths; returns {name: tok/s} and ratios."""
+    import numpy as np
+    import torch
+    from transformers import GenerationConfig
+
+    import inferlab as il
+    kw = {"device": device} if device else {}
+    eng = il.Engine(model, max_num_seqs=num_requests, **kw)
+    hf = eng.loaded.hf_model
+    dev = next(hf.parameters()).device
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(3, eng.vocab_size, prompt_len).tolist() for _ in range(num_requests)]
+    sp = il.SamplingParams(max_tokens=new_tokens, ignore_eos=True)
+    total = num_requests * new_tokens
+    out(f"model={eng.model_name} threads={torch.get_num_threads()} requests={num_requests} "
+        f"prompt={prompt_len} new={new_tokens} median of {repeats}")
+
+    def ours():
+        outs = eng.generate(prompts, sp, use_tqdm=False)
+        assert all(len(o.token_ids) == new_tokens for o in outs)
+
+    gc = GenerationConfig(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                          eos_token_id=None, pad_token_id=0)
+
+    def hf_padded(batch):
+        def run():
+            with torch.inference_mode():
+                for i in range(0, len(batch), len(batch)):
+                    ids = torch.tensor(batch, device=dev)
+                    hf.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gc)
+        return run
+
+    def hf_batch1():
+        with torch.inference_mode():
+            for p in prompts[:batch1_requests]:
+                ids = torch.tensor([p], device=dev)
+                hf.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gc)
+
+    def hf_cb():
+        cb_model = hf_cb.model
+        with torch.inference_mode():
+            res = cb_model.generate_batch(prompts, generation_config=gc, progress_bar=False)
+        assert len(res) == num_requests
+
+    paths = {"inferlab engine": ours, "transformers padded x32": hf_padded(prompts)}
+    try:
+        from transformers import AutoModelForCausalLM
+        hf_cb.model = AutoModelForCausalLM.from_config(hf.config, attn_implementation="paged|sdpa")
+        hf_cb.model.load_state_dict(hf.state_dict())
+        hf_cb.model.to(dev).eval()
+        paths["transformers generate_batch"] = hf_cb
+    except Exception as e:  # noqa: BLE001 - report, do not hide
+        out(f"  transformers generate_batch unavailable: {type(e).__name__}: {e}")
+    for fn in paths.values():        # warm-up (numba JIT, allocator, thread pools)
+        fn()
+    # Interleave the repeats so that machine noise hits every path alike.
+    times = {k: [] for k in paths}
+    for _ in range(repeats):
+        for name, fn in paths.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    results = {k: total / statistics.median(v) for k, v in times.items()}
+    results["transformers batch 1"] = batch1_requests * new_tokens / _median_time(hf_batch1, 1)
+    for k, v in results.items():
+        out(f"  {k:30s} {v:8.1f} tok/s")
+    base = results["inferlab engine"]
+    for k, v in results.items():
+        if k != "inferlab engine":
+            out(f"  inferlab / {k:28s} = {base / v:5.2f}x")
+    return results
+
+
+def _rss_bytes() -> int:
+    import os
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def bench_soak(num_requests=2000, model="tiny", seed=0, out=print) -> dict:
+    """Many random requests through one engine: all finish, no block leaks, flat memory."""
+    import gc
+
+    import numpy as np
+
+    import inferlab as il
+    eng = il.Engine(model, num_blocks=96, block_size=8, max_num_seqs=16,
+                    max_num_batched_tokens=256, max_model_len=256, seed=seed)
+    rng = np.random.default_rng(seed)
+    quarter = num_requests // 4
+    rss, done, aborted = [], 0, 0
+    ids = []
+    for i in range(num_requests):
+        n = int(rng.integers(1, 120))
+        prompt = rng.integers(3, eng.vocab_size, n).tolist()
+        if rng.random() < 0.3 and ids:       # some share a prefix with an earlier prompt
+            prompt = prompt[: n // 2] + prompt
+        params = il.SamplingParams(max_tokens=int(rng.integers(1, 40)),
+                                   temperature=float(rng.choice([0.0, 0.8])),
+                                   seed=int(rng.integers(0, 1 << 30)))
+        ids.append(eng.add_request(prompt[:200], params))
+        if rng.random() < 0.05:
+            aborted += eng.abort(ids[-1])
+        for o in eng.step():
+            done += o.finished
+        if (i + 1) % quarter == 0:
+            gc.collect()
+            rss.append(_rss_bytes())
+    while eng.has_unfinished_requests():
+        for o in eng.step():
+            done += o.finished
+    st = eng.stats()
+    growth = (rss[-1] - rss[0]) / rss[0]
+    res = dict(requests=num_requests, finished=done, aborted=aborted,
+               blocks_leaked=st.kv_blocks_used,
+               nonzero_refcounts=sum(1 for r in eng.kv.pool.ref_cnt if r),
+               preemptions=st.num_preemptions, rss_first_quarter_mb=rss[0] / 2**20,
+               rss_last_quarter_mb=rss[-1] / 2**20, rss_growth=growth, steps=st.num_steps)
+    for k, v in res.items():
+        out(f"  {k:24s} {v:.3f}" if isinstance(v, float) else f"  {k:24s} {v}")
+    ok = done + aborted == num_requests and st.kv_blocks_used == 0 and growth < 0.05
+    out("  PASS" if ok else "  FAIL")
+    return res
+
+
+def bench_trace(model: str | None = "tiny", num_requests: int = 16, max_tokens: int = 32,
+              repeats: int = 5, **engine_kwargs) -> dict:
+    """Step time with no hook vs with a Trace subscribed, same workload, runs interleaved.
+
+    End-to-end step times on a shared CPU are noisy (the model's matmuls vary by tens of
+    percent run to run), so the publish path -- building the StepRecord and calling the
+    hooks, the only code a subscriber adds -- is also timed on its own."""
+    from inferlab.engine import Engine
+    from inferlab.core.params import SamplingParams
+    from inferlab.observe.trace import Trace
+    eng = Engine(model, **engine_kwargs)
+    prompts = [[3 + (i * 7 + j) % 500 for j in range(24 + i % 9)] for i in range(num_requests)]
+    params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+    publish, spent = eng._publish, [0.0]
+
+    def timed_publish(*a, **k):
+        t = time.perf_counter()
+        publish(*a, **k)
+        spent[0] += time.perf_counter() - t
+    eng._publish = timed_publish
+
+    def run(traced: bool) -> tuple[float, float, int]:
+        trace = Trace.record(eng) if traced else None
+        for p in prompts:
+            eng.add_request(p, params)
+        n, spent[0], t = 0, 0.0, time.perf_counter()
+        while eng.has_unfinished_requests():
+            eng.step()
+            n += 1
+        dt = time.perf_counter() - t
+        if trace is not None:
+            trace.stop()
+        return dt / n, spent[0] / n, n
+
+    run(False)                                   # warm-up
+    plain, traced = [], []
+    for _ in range(repeats):
+        plain.append(run(False))
+        traced.append(run(True))
+    med = lambda xs, i: sorted(x[i] for x in xs)[len(xs) // 2]
+    a, b = med(plain, 0), med(traced, 0)
+    hook = med(traced, 1) - med(plain, 1)
+    return {"model": eng.model_name, "steps_per_run": plain[0][2], "repeats": repeats,
+            "step_ms_plain": a * 1e3, "step_ms_traced": b * 1e3, "ratio": b / a,
+            "publish_ms_plain": med(plain, 1) * 1e3, "publish_ms_traced": med(traced, 1) * 1e3,
+            "recording_ms_per_step": hook * 1e3, "recording_pct_of_step": hook / a * 100}
+
+
+def print_trace_bench(r: dict, out=print) -> None:
+    out(f"model {r['model']}: {r['steps_per_run']} steps/run, median of {r['repeats']}\n"
+        f"  step time   no hook {r['step_ms_plain']:8.3f} ms | with Trace "
+        f"{r['step_ms_traced']:8.3f} ms | ratio {r['ratio']:.3f}\n"
+        f"  publish     no hook {r['publish_ms_plain']:8.3f} ms | with Trace "
+        f"{r['publish_ms_traced']:8.3f} ms\n"
+        f"  recording cost {r['recording_ms_per_step']:.3f} ms/step = "
+        f"{r['recording_pct_of_step']:.2f}% of a step")
+

@@ -1,0 +1,287 @@
+"""Browser frame time of the replay views: a 2,000-step, 200-request trace from the real engine
+(tiny model) is loaded into KVBlockMap and SchedulerTimeline in a real JupyterLab (Debian's
+chromium, headless, driven by playwright); the scrubber is moved through evenly spread steps
+and each view's update is timed *in the page*:
+
+- ``draw``: the view's own draw() for that update (``dataset.drawMs``, set by ilScheduler);
+- ``frame``: the requestAnimationFrame interval of the frame the draw ran in (draw plus
+  style, layout and paint; 16.7 ms at 60 Hz when nothing overruns);
+- ``latency``: from the scrubber's input event to the end of the draw (for the KV map this
+  includes the round trip through the kernel, which recomputes the map at that step).
+
+    python -m inferlab.bench.widgets        # or: inferlab bench widgets
+
+Needs jupyterlab, playwright (Python) and /usr/bin/chromium (Debian's; no browser download).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+CHROMIUM = "/usr/bin/chromium"
+BUDGET_MS = 50.0
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+# --- the trace -------------------------------------------------------------------------
+def make_trace(path, num_requests: int = 200, min_steps: int = 2000, seed: int = 5):
+    """Run ``num_requests`` synthetic requests through the tiny model (4 at a time, 256 KV
+    blocks of 4 tokens, 30% shared prefixes) and save the recorded trace as JSON."""
+    import inferlab as il
+    from inferlab.observe.trace import Trace
+    from inferlab.sim.workloads import Uniform, run_workload, synthetic
+    eng = il.Engine("tiny", max_num_seqs=4, num_blocks=256, block_size=4)
+    # ignore_eos: steps depend on the scheduler only; ~42 tokens x 200 / 4 seqs + prefills
+    wl = synthetic(num_requests, prompt_len=Uniform(8, 48), output_len=Uniform(22, 62),
+                   shared_prefix=0.3, prefix_groups=4, seed=seed)
+    trace = Trace.record(eng, workload=wl.description)
+    run_workload(eng, wl, progress=False)
+    trace.stop()
+    if len(trace.records) < min_steps:
+        raise RuntimeError(f"trace has {len(trace.records)} steps, wanted >= {min_steps}")
+    trace.save(path)
+    return len(trace.records), len(trace.request_ids)
+
+
+# --- JupyterLab ------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def jupyterlab(root: pathlib.Path, started=None):
+    """A JupyterLab on 127.0.0.1 (free port, own token, ``root`` as its root dir); yields
+    (url, token) once it answers; stopped by its own pid afterwards. ``started`` runs while
+    the server boots (e.g. to make the trace)."""
+    root = pathlib.Path(root)
+    port, token = _free_port(), "inferlab-bench-" + os.urandom(8).hex()
+    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(root / ".ws"), JUPYTER_CONFIG_DIR=str(root / ".cfg"),
+               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    log = open(root / "lab.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         "--LabApp.news_url=None", "--ServerApp.open_browser=False"]
+        + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if started is not None:
+            started()
+        for _ in range(240):
+            if proc.poll() is not None:
+                break
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            raise RuntimeError("JupyterLab did not start: "
+                               + (root / "lab.log").read_text()[-2000:])
+        if proc.poll() is not None:
+            raise RuntimeError("JupyterLab exited: " + (root / "lab.log").read_text()[-2000:])
+        req = urllib.request.Request(
+            f"{url}/lab/api/settings/@jupyterlab/apputils-extension:notification",
+            data=json.dumps({"raw": json.dumps({"fetchNews": "false"})}).encode(), method="PUT",
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=10)
+        yield url, token
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _notebook(path: pathlib.Path, trace_path: str):
+    cells = [
+        "from inferlab.observe.trace import Trace\nfrom inferlab.widgets import KVBlockMap, "
+        "SchedulerTimeline, _base\n_base.STATIC_IMAGES = False   # widgets only: no PNG beside "
+        f"them\ntrace = Trace.load({str(trace_path)!r}); len(trace)",
+        "kv = KVBlockMap(trace, title='KV cache blocks (replay)'); kv",
+        "tl = SchedulerTimeline(trace, title='Scheduler timeline (replay)'); tl",
+    ]
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [],
+                     "execution_count": None} for c in cells],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                      "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    path.write_text(json.dumps(nb))
+
+
+# --- measuring in the page ---------------------------------------------------------------
+# Moves one view's scrubber through `positions`; after each input event waits until the view
+# has drawn (for the KV map: the map of that step, which comes back from the kernel).
+SCRUB_JS = """async ({sel, positions, waitShown}) => {
+  const root = document.querySelector(sel);
+  const input = root.querySelector('.il-scrub-input');
+  const frames = []; let on = true;
+  const loop = (ts) => { frames.push(ts); if (on) requestAnimationFrame(loop); };
+  requestAnimationFrame(loop);
+  let drawFrame = null;
+  const mo = new MutationObserver(() => { drawFrame = document.timeline.currentTime; });
+  mo.observe(root, {attributes: true, attributeFilter: ['data-draws']});
+  const raf = () => new Promise(r => requestAnimationFrame(r));
+  const tick = () => new Promise(r => setTimeout(r, 1));
+  const out = [];
+  try {
+    for (const k of positions) {
+      const draws0 = parseInt(root.dataset.draws || '0', 10);
+      drawFrame = null;
+      const t0 = performance.now();
+      input.value = k; input.dispatchEvent(new Event('input'));
+      while (!(parseInt(root.dataset.draws || '0', 10) > draws0 &&
+               (!waitShown || root.dataset.shown === String(k)))) {
+        if (performance.now() - t0 > 30000) throw new Error('no draw for step ' + k);
+        await tick();
+      }
+      const t1 = performance.now();
+      const f0 = drawFrame;
+      await raf(); await raf();
+      const next = frames.find(ts => ts > f0);
+      out.push({step: k, draw: parseFloat(root.dataset.drawMs), latency: t1 - t0,
+                frame: next !== undefined && f0 !== null ? next - f0 : null});
+    }
+  } finally { on = false; mo.disconnect(); }
+  return out;
+}"""
+
+VIEWS = {"KVBlockMap": (".il-kv-map", True), "SchedulerTimeline": (".il-timeline", False)}
+
+
+def _stats(xs):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return {}
+    def pct(p):   # nearest rank
+        return xs[min(len(xs) - 1, max(0, -(-p * len(xs) // 100) - 1))]
+    return {"median": pct(50), "p90": pct(90), "max": xs[-1], "n": len(xs)}
+
+
+def measure(url, token, nb_name, num_positions, shots=None):
+    from playwright.sync_api import sync_playwright
+    errors = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        try:
+            page.goto(f"{url}/lab/tree/{nb_name}?token={token}")
+            page.wait_for_selector(".jp-Notebook", timeout=60_000)
+            with contextlib.suppress(Exception):      # "Select Kernel" on first open
+                page.wait_for_selector(".jp-Dialog .jp-mod-accept", timeout=15_000)
+                page.click(".jp-Dialog .jp-mod-accept")
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
+                                   timeout=60_000)
+            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+            page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+            page.wait_for_selector(".il-kv-map canvas", timeout=120_000)
+            page.wait_for_selector(".il-timeline canvas", timeout=120_000)
+            n = int(page.wait_for_function(
+                "(() => { const e = document.querySelector('.il-timeline .il-scrub-input');"
+                " return e && parseInt(e.max, 10) > 0 && "
+                "document.querySelector('.il-kv-map .il-scrub-input').max === e.max"
+                " ? parseInt(e.max, 10) + 1 : 0; })()", timeout=120_000).json_value())
+            page.wait_for_timeout(1000)
+            positions = sorted({round(i * (n - 1) / max(1, num_positions - 1))
+                                for i in range(num_positions)})
+            warm = [n // 3, 2 * n // 3, n - 1]
+            res = {}
+            for name, (sel, wait_shown) in VIEWS.items():
+                page.locator(sel).first.scroll_into_view_if_needed()
+                page.evaluate(SCRUB_JS, {"sel": sel, "positions": warm, "waitShown": wait_shown})
+                rows = page.evaluate(SCRUB_JS, {"sel": sel, "positions": positions,
+                                                "waitShown": wait_shown})
+                res[name] = {"draw_ms": _stats([r["draw"] for r in rows]),
+                             "frame_ms": _stats([r["frame"] for r in rows]),
+                             "latency_ms": _stats([r["latency"] for r in rows]),
+                             "rows": rows}
+                if shots is not None:
+                    page.locator(sel).first.screenshot(path=str(pathlib.Path(shots) /
+                                                                f"bench_{name}.png"))
+            info = page.evaluate("({ua: navigator.userAgent, dpr: devicePixelRatio, "
+                                 "kvCanvasW: document.querySelector('.il-kv-map canvas').width})")
+        except Exception:
+            if shots is not None:
+                page.screenshot(path=str(pathlib.Path(shots) / "bench_failure.png"),
+                                full_page=True)
+            raise
+        finally:
+            browser.close()
+    return {"steps": n, "positions": len(positions), "views": res, "browser": info,
+            "console_errors": errors}
+
+
+def run(num_requests: int = 200, num_positions: int = 80, min_steps: int = 2000,
+        out: str | None = None, root: str | None = None, verbose: bool = True) -> dict:
+    """Make the trace, start JupyterLab, scrub both views, return (and print) the stats."""
+    if not os.path.exists(CHROMIUM):
+        raise RuntimeError(f"needs Debian's chromium at {CHROMIUM}: apt-get install -y chromium")
+    with contextlib.ExitStack() as stack:
+        if root is None:
+            root = stack.enter_context(tempfile.TemporaryDirectory(prefix="il-bench-widgets-"))
+        root = pathlib.Path(root)
+        trace_path = root / "trace.json"
+        made = {}
+
+        def make():
+            t = time.perf_counter()
+            made["steps"], made["requests"] = make_trace(trace_path, num_requests, min_steps)
+            made["seconds"] = time.perf_counter() - t
+            if verbose:
+                print(f"trace: {made['steps']} steps, {made['requests']} requests, "
+                      f"{trace_path.stat().st_size / 1e6:.1f} MB JSON, made in "
+                      f"{made['seconds']:.0f} s", flush=True)
+
+        _notebook(root / "bench.ipynb", str(trace_path))
+        with jupyterlab(root, started=make) as (url, token):
+            res = measure(url, token, "bench.ipynb", num_positions, shots=root)
+    res["trace"] = made
+    res["budget_ms"] = BUDGET_MS
+    if verbose:
+        print(f"{res['positions']} scrubber positions over {res['steps']} steps "
+              f"(browser: dpr {res['browser']['dpr']})")
+        print(f"{'view':<18} {'metric':<11} {'median':>8} {'p90':>8} {'max':>8}")
+        for name, v in res["views"].items():
+            for m in ("draw_ms", "frame_ms", "latency_ms"):
+                s = v[m]
+                print(f"{name:<18} {m:<11} {s['median']:8.1f} {s['p90']:8.1f} {s['max']:8.1f}")
+        if res["console_errors"]:
+            print("console errors:", res["console_errors"][:5])
+    if out:
+        pathlib.Path(out).write_text(json.dumps(res, indent=1))
+    return res
+
+
+def main(argv=None) -> int:
+    import argparse
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--positions", type=int, default=80)
+    p.add_argument("--out", default=None, help="write the full results (JSON) here")
+    a = p.parse_args(argv)
+    res = run(num_requests=a.requests, num_positions=a.positions, out=a.out)
+    ok = all(v["frame_ms"]["p90"] < BUDGET_MS and v["draw_ms"]["p90"] < BUDGET_MS
+             for v in res["views"].values())
+    print("PASS" if ok else "MISS", f"(p90 < {BUDGET_MS:.0f} ms per update)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

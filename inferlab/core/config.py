@@ -1,0 +1,80 @@
+"""EngineConfig: every engine knob in one dataclass, validated once, with clear errors."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from inferlab.errors import InvalidInputError, check_type
+
+SCHEDULERS = ("continuous", "static")
+KV_LAYOUTS = ("paged", "contiguous")
+BACKENDS = ("auto", "reference", "numba-cpu", "numba-cuda")
+DTYPES = ("float32", "bfloat16", "float16")
+CONTIGUOUS_RESERVE = ("max_model_len", "request")
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    model: str | None = None            # None = SmolLM2-135M-Instruct; "tiny" = random Llama; or a path
+    scheduler: str = "continuous"
+    kv_layout: str = "paged"
+    block_size: int = 16
+    num_blocks: int | None = None       # None = from kv_cache_memory
+    kv_cache_memory: int | None = None  # bytes for K and V of all layers; None = adapt to the machine
+    max_model_len: int | None = None    # None = min(model context, 2048)
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 2048
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    contiguous_reserve: str = "max_model_len"
+    attention_backend: str = "auto"
+    clock: str = "wall"                 # "wall" or a GPU profile name, e.g. "H100"
+    sim_model: str | None = None        # model shape the simulated clock prices (None = the real one)
+    dtype: str = "float32"
+    device: str | None = None           # None = cuda if available else cpu
+    seed: int = 0
+
+    def __post_init__(self):
+        def choice(name, allowed):
+            v = getattr(self, name)
+            check_type(name, v, str, f"one of {allowed}")
+            if v not in allowed:
+                raise InvalidInputError(f"{name} must be one of {allowed}, got {v!r}")
+
+        choice("scheduler", SCHEDULERS)
+        choice("kv_layout", KV_LAYOUTS)
+        choice("attention_backend", BACKENDS)
+        choice("dtype", DTYPES)
+        choice("contiguous_reserve", CONTIGUOUS_RESERVE)
+        check_type("clock", self.clock, str, "'wall' or a GPU name such as 'H100'")
+        for name, lo in (("block_size", 1), ("max_num_seqs", 1), ("max_num_batched_tokens", 1)):
+            v = check_type(name, getattr(self, name), int, f"an int >= {lo}")
+            if v < lo:
+                raise InvalidInputError(f"{name} must be >= {lo}, got {v}")
+        if self.block_size > 1024:
+            raise InvalidInputError(f"block_size must be <= 1024, got {self.block_size}")
+        for name in ("num_blocks", "kv_cache_memory", "max_model_len"):
+            v = getattr(self, name)
+            if v is not None:
+                check_type(name, v, int, "an int >= 1 or None")
+                if v < 1:
+                    raise InvalidInputError(f"{name} must be >= 1 (or None for automatic), got {v}")
+        for name in ("enable_chunked_prefill", "enable_prefix_caching"):
+            check_type(name, getattr(self, name), bool, "a bool")
+        check_type("seed", self.seed, int, "an int")
+        if self.model is not None:
+            check_type("model", self.model, str, "None, 'tiny', or a path to a model directory or .gguf")
+        if self.device is not None:
+            check_type("device", self.device, str, "None, 'cpu' or 'cuda'")
+            if self.device.split(":")[0] not in ("cpu", "cuda"):
+                raise InvalidInputError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
+        if self.clock != "wall":
+            from inferlab.sim.costmodel import get_gpu  # validates the name with the list of known GPUs
+            get_gpu(self.clock)
+
+    @classmethod
+    def from_kwargs(cls, **kwargs) -> "EngineConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise InvalidInputError(f"unknown engine option(s) {unknown}; known: {sorted(known)}")
+        return cls(**kwargs)

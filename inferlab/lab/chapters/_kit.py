@@ -1,0 +1,58 @@
+"""Shared by the chapter modules: the real tokenizer, small engines, the simulated clock.
+
+Chapters price time on a simulated GPU whenever the picture must not depend on how busy
+this machine is (figures for writers must come out identical run after run); wall-clock
+measurements sit beside them in the notebooks, where a reader sees their own machine.
+"""
+from __future__ import annotations
+
+import random
+
+# The simulated clock every chapter uses unless it says otherwise: the tokens are computed
+# for real on this CPU, the time is priced as if an 8B model ran on one H100.
+SIM = dict(clock="H100", sim_model="llama-3-8b")
+SIM_LABEL = "H100 (simulated, llama-3-8b shape)"
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Pin every random source a chapter touches, so two runs draw the same workload."""
+    random.seed(seed)
+    import numpy as np
+    np.random.seed(seed)
+    try:
+        import torch
+        torch.manual_seed(seed)
+    except ImportError:  # pragma: no cover - torch is a hard dependency
+        pass
+
+
+def tokenizer():
+    """SmolLM2's real tokenizer and chat template (read from the GGUF file, no weights)."""
+    from inferlab.model.loader import DEFAULT_GGUF, load_tokenizer, smollm2_dir
+    return load_tokenizer(smollm2_dir(), DEFAULT_GGUF)
+
+
+def engine(model: str | None = "tiny", **kw):
+    """An engine with a fixed, small KV cache (no memory probing: same blocks every run).
+    "tiny" is a random 2-layer Llama that shares SmolLM2's tokenizer and vocabulary, so it
+    can process real token ids; the real SmolLM2 is ``model=None``."""
+    import inferlab as il
+    kw.setdefault("num_blocks", 512)
+    kw.setdefault("seed", 0)
+    return il.Engine(model, **kw)
+
+
+def warm_up(eng) -> None:
+    """One throwaway request: the first forward compiles kernels and would skew a timing."""
+    import inferlab as il
+    eng.generate([[5] * 24], il.SamplingParams(max_tokens=2, ignore_eos=True), use_tqdm=False)
+
+
+def style(fig, title: str, clock: str, left: int = 60):
+    """The house template, plus room for subplot titles and a legend under the plot."""
+    from inferlab.lab import figures
+    figures.style(fig, title, clock)
+    fig.update_layout(margin=dict(t=105, l=left, b=110),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.2,
+                                  yanchor="top"))
+    return fig

@@ -1,0 +1,166 @@
+"""Chapter 1: what the model actually reads, and why every turn reads it all again.
+
+The text a user types is a small part of the input. The application wraps it in a system
+prompt, tool definitions and memory, appends the whole conversation so far, and renders all
+of it with the model's chat template. The model keeps nothing between calls, so turn k
+sends turns 1..k-1 again; only a prefix cache on the server spares recomputing them.
+"""
+from __future__ import annotations
+
+import html
+import json
+
+from inferlab.lab.chapters import _kit
+
+TITLE = "Prompt anatomy and statelessness"
+CLAIM = ("The input is assembled from system prompt, tool definitions, memory and history; "
+         "the model is stateless, so every turn re-processes the whole conversation "
+         "(unless a prefix cache keeps the earlier turns' KV).")
+
+SYSTEM = ("You are Juniper, the support assistant of a small bicycle shop. Be brief and "
+          "friendly. Never promise a repair date without checking the calendar tool.")
+TOOLS = [
+    {"name": "calendar_free_slots", "description": "Free repair slots in the workshop",
+     "parameters": {"day": "ISO date"}},
+    {"name": "order_status", "description": "Where a customer's order is",
+     "parameters": {"order_id": "string"}},
+]
+MEMORY = "Customer: Ana. Owns a 2019 city bike. Prefers messages in the morning."
+TURNS = [  # (user, assistant): the replies are fixed so every run sends the same tokens
+    ("Hi! My back brake squeaks. Can you fix it this week?",
+     "Hi Ana! Squeaky brakes are usually a quick fix. Let me check the workshop calendar."),
+    ("Thursday morning would be best for me.",
+     "Thursday at 9:00 is free. Shall I book it for your city bike?"),
+    ("Yes please. How long will it take?",
+     "Booked. A brake service takes about 30 minutes, so you can wait in the shop."),
+    ("Great. Is my order of new lights in yet?",
+     "Your lights arrived yesterday; we will fit them during the same visit."),
+    ("Perfect, thank you!", "You're welcome, see you on Thursday!"),
+]
+SEGMENTS = ("template", "system prompt", "tool definitions", "memory", "history",
+            "new message")
+COLORS = {"template": "#BDBDBD", "system prompt": "#0072B2", "tool definitions": "#E69F00",
+          "memory": "#009E73", "history": "#CC79A7", "new message": "#D55E00"}
+
+
+def system_text() -> str:
+    return (SYSTEM + "\n\n# Tools\n" + json.dumps(TOOLS, indent=1)
+            + "\n\n# Memory\n" + MEMORY)
+
+
+def conversation(turn: int) -> list[dict]:
+    """The messages sent for turn ``turn`` (1-based): everything before it, then its question."""
+    msgs = [{"role": "system", "content": system_text()}]
+    for user, assistant in TURNS[:turn - 1]:
+        msgs += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    return msgs + [{"role": "user", "content": TURNS[turn - 1][0]}]
+
+
+def anatomy(tok, turn: int = 3) -> list[tuple[str, str]]:
+    """(token text, segment) for every token the model reads at ``turn``."""
+    msgs = conversation(turn)
+    text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    # Character spans of each segment in the rendered text; the rest is template markup.
+    spans = []
+    sys_at = text.index(SYSTEM)
+    tools_at = text.index("# Tools", sys_at)
+    mem_at = text.index("# Memory", tools_at)
+    spans += [(sys_at, tools_at, "system prompt"), (tools_at, mem_at, "tool definitions"),
+              (mem_at, mem_at + len("# Memory\n" + MEMORY), "memory")]
+    pos = mem_at
+    for m in msgs[1:]:
+        at = text.index(m["content"], pos)
+        last = m is msgs[-1]
+        spans.append((at, at + len(m["content"]), "new message" if last else "history"))
+        pos = at + len(m["content"])
+    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    out = []
+    for tid, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]):
+        seg = next((s for lo, hi, s in spans if lo <= a < hi), "template")
+        out.append((tok.decode([tid]), seg))
+    return out
+
+
+def html_tokens(tokens) -> str:
+    """The tokens as coloured chips (one per token) for a notebook's HTML output."""
+    chips = "".join(
+        f"<span title='{html.escape(seg)}' style='background:{COLORS[seg]}33;"
+        f"border-bottom:2px solid {COLORS[seg]};margin:0 1px;white-space:pre-wrap'>"
+        f"{html.escape(t).replace(chr(10), '↵<br>')}</span>" for t, seg in tokens)
+    legend = " ".join(f"<span style='border-bottom:3px solid {c};padding:0 4px'>{s}</span>"
+                      for s, c in COLORS.items())
+    return (f"<div style='font-family:monospace;font-size:12px;line-height:1.9'>"
+            f"<div style='margin-bottom:6px'>{legend}</div>{chips}</div>")
+
+
+def replay_turns(eng, turns: int) -> list[dict]:
+    """Send the conversation turn by turn to ``eng`` (one request each, as a chat app does)."""
+    import inferlab as il
+    rows = []
+    for k in range(1, turns + 1):
+        out = eng.generate([conversation(k)], il.SamplingParams(max_tokens=4, ignore_eos=True),
+                           use_tqdm=False)[0]
+        m = out.metrics
+        rows.append({"turn": k, "prompt_tokens": m.num_prompt_tokens,
+                     "cached_tokens": m.num_cached_tokens,
+                     "computed_tokens": m.num_prompt_tokens - m.num_cached_tokens,
+                     "ttft": m.ttft})
+    return rows
+
+
+def measure(smoke: bool = False, deterministic: bool = False) -> dict:
+    _kit.seed_everything(0)
+    tok = _kit.tokenizer()
+    tokens = anatomy(tok, turn=3)
+    counts = {s: sum(1 for _, seg in tokens if seg == s) for s in SEGMENTS}
+    turns = 3 if smoke else len(TURNS)
+    runs = {}
+    # Simulated clock: TTFT priced for an 8B model on an H100, the same on every run.
+    for cache in (False, True):
+        eng = _kit.engine("tiny", enable_prefix_caching=cache, **_kit.SIM)
+        runs[("cached" if cache else "uncached") + " · sim"] = replay_turns(eng, turns)
+    if not deterministic:
+        # Wall clock on this machine: the real SmolLM2 in full runs; in smoke a random model
+        # of its exact shape (same arithmetic, no weights file): the 2-layer tiny model is so
+        # cheap that a busy CPU's noise would swamp what the cache saves.
+        model = "tiny-smollm2" if smoke else None
+        _kit.warm_up(_kit.engine(model))
+        for cache in (False, True):
+            eng = _kit.engine(model, enable_prefix_caching=cache)
+            runs[("cached" if cache else "uncached") + " · wall"] = replay_turns(eng, turns)
+    return {"tokens": tokens, "counts": counts, "runs": runs, "clock_sim": _kit.SIM_LABEL}
+
+
+def figure(data: dict):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.4, 0.6], subplot_titles=(
+        "what the model reads at turn 3 (tokens)", "prompt tokens computed per turn"))
+    fig.add_trace(go.Bar(y=list(SEGMENTS), x=[data["counts"][s] for s in SEGMENTS],
+                         orientation="h", marker_color=[COLORS[s] for s in SEGMENTS],
+                         showlegend=False, text=[data["counts"][s] for s in SEGMENTS]), 1, 1)
+    sims = [k for k in data["runs"] if k.endswith("sim")]
+    for i, label in enumerate(sims):
+        rows = data["runs"][label]
+        fig.add_trace(go.Bar(x=[r["turn"] for r in rows], y=[r["computed_tokens"] for r in rows],
+                             name=f"{label.split(' ·')[0]} (prefix caching "
+                                  f"{'on' if label.startswith('cached') else 'off'})",
+                             marker_color=["#999999", "#56B4E9"][i]), 1, 2)
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_xaxes(title_text="tokens", row=1, col=1)
+    fig.update_xaxes(title_text="turn", dtick=1, row=1, col=2)
+    fig.update_yaxes(title_text="tokens prefilled", row=1, col=2)
+    return _kit.style(fig, TITLE, "none: token counts", left=120)
+
+
+def summary(data: dict) -> str:
+    total = sum(data["counts"].values())
+    typed = data["counts"]["new message"]
+    lines = [f"turn 3: the model reads {total} tokens; the user typed {typed} of them "
+             f"({typed / total:.0%})"]
+    for label, rows in data["runs"].items():
+        lines.append(f"{label:16} computed per turn: "
+                     + ", ".join(str(r["computed_tokens"]) for r in rows)
+                     + "  | TTFT ms: " + ", ".join(f"{r['ttft'] * 1e3:.1f}" for r in rows))
+    return "\n".join(lines)

@@ -1,0 +1,117 @@
+"""Chapter 2: the same message costs more tokens in some languages than in others.
+
+A tokenizer learns its vocabulary from its training text. SmolLM2's is mostly English, so an
+English sentence packs into few tokens while the same sentence in Hindi or Thai falls apart
+into many short pieces. Every token is paid for twice: once in prefill compute, and again as
+KV cache memory for as long as the conversation lives.
+"""
+from __future__ import annotations
+
+from inferlab.lab.chapters import _kit
+
+TITLE = "Tokenization: the same message, different bills"
+CLAIM = ("Tokenization cost is uneven across languages: text in scripts the tokenizer saw "
+         "less of becomes more tokens, so it costs more prefill time and more KV memory.")
+
+# One short message, translated (the meaning is kept, not the word order).
+TEXTS = {
+    "English": "The weather is lovely today, so we will walk to the market and buy fresh "
+               "bread and some apples.",
+    "French": "Il fait très beau aujourd'hui, alors nous irons à pied au marché acheter du "
+              "pain frais et quelques pommes.",
+    "German": "Heute ist das Wetter herrlich, also gehen wir zu Fuß zum Markt und kaufen "
+              "frisches Brot und ein paar Äpfel.",
+    "Spanish": "Hoy hace un tiempo precioso, así que iremos andando al mercado a comprar pan "
+               "fresco y algunas manzanas.",
+    "Russian": "Сегодня прекрасная погода, поэтому мы пойдём пешком на рынок и купим свежий "
+               "хлеб и немного яблок.",
+    "Greek": "Ο καιρός είναι υπέροχος σήμερα, οπότε θα περπατήσουμε μέχρι την αγορά και θα "
+             "αγοράσουμε φρέσκο ψωμί και μερικά μήλα.",
+    "Arabic": "الطقس جميل اليوم، لذلك سنمشي إلى السوق ونشتري خبزًا طازجًا وبعض التفاح.",
+    "Hindi": "आज मौसम बहुत सुहावना है, इसलिए हम पैदल बाज़ार जाएँगे और ताज़ी रोटी और कुछ सेब "
+             "खरीदेंगे।",
+    "Chinese": "今天天气很好，所以我们要步行去市场买新鲜的面包和一些苹果。",
+    "Japanese": "今日はとても良い天気なので、市場まで歩いて行って焼きたてのパンとりんごを少し買います。",
+    "Korean": "오늘은 날씨가 정말 좋아서 시장까지 걸어가서 신선한 빵과 사과 몇 개를 살 거예요.",
+    "Thai": "วันนี้อากาศดีมาก เราจึงจะเดินไปตลาดเพื่อซื้อขนมปังสดและแอปเปิ้ลสักสองสามลูก",
+}
+# A document of this many copies of the message: long enough that prefill is not all
+# fixed overhead, short enough to fit the context window in every language.
+REPEAT, REPEAT_SMOKE = 12, 8
+
+
+def count(tok, text: str) -> int:
+    return len(tok.encode(text, add_special_tokens=False))
+
+
+def pieces(tok, text: str) -> list[str]:
+    """How the tokenizer cuts ``text`` (each piece decoded on its own)."""
+    return [tok.decode([i]) for i in tok.encode(text, add_special_tokens=False)]
+
+
+def measure(smoke: bool = False, deterministic: bool = False) -> dict:
+    import inferlab as il
+    from inferlab.sim import costmodel
+    _kit.seed_everything(0)
+    tok = _kit.tokenizer()
+    repeat = REPEAT_SMOKE if smoke else REPEAT
+    langs = list(TEXTS) if not smoke else ["English", "French", "Russian", "Hindi",
+                                           "Chinese", "Thai"]
+    kv_here = costmodel.kv_bytes_per_token(costmodel.model_shape("smollm2-135m"), 4)
+    kv_8b = costmodel.kv_bytes_per_token(costmodel.model_shape("llama-3-8b"), 2)
+    sim = _kit.engine("tiny", enable_prefix_caching=False, **_kit.SIM)
+    wall = None
+    if not deterministic:
+        wall = _kit.engine("tiny" if smoke else None, enable_prefix_caching=False)
+        _kit.warm_up(wall)
+    rows = []
+    for lang in langs:
+        text = TEXTS[lang]
+        doc = " ".join([text] * repeat)
+        ids = tok.encode(doc, add_special_tokens=False)
+        one = il.SamplingParams(max_tokens=1, ignore_eos=True)
+        row = {"language": lang, "chars": len(text), "tokens": count(tok, text),
+               "doc_tokens": len(ids),
+               "prefill_sim": sim.generate([ids], one, use_tqdm=False)[0].metrics.ttft,
+               "kv_bytes_here": len(ids) * kv_here, "kv_bytes_8b": len(ids) * kv_8b}
+        row["tokens_per_char"] = row["tokens"] / row["chars"]
+        if wall is not None:
+            row["prefill_wall"] = wall.generate([ids], one, use_tqdm=False)[0].metrics.ttft
+        rows.append(row)
+    base = next(r for r in rows if r["language"] == "English")
+    for r in rows:
+        r["vs_english"] = r["tokens"] / base["tokens"]
+    return {"rows": rows, "repeat": repeat, "clock_sim": _kit.SIM_LABEL,
+            "model_wall": None if wall is None else wall.model_name}
+
+
+def figure(data: dict):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+    rows = sorted(data["rows"], key=lambda r: r["tokens"])
+    names = [r["language"] for r in rows]
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=("tokens for the same message",
+                                        f"prefill of {data['repeat']} copies (ms)",
+                                        "their KV cache (MiB, 8B model)"))
+    fig.add_trace(go.Bar(y=names, x=[r["tokens"] for r in rows], orientation="h",
+                         marker_color="#0072B2", name="tokens",
+                         text=[f"{r['vs_english']:.1f}x" for r in rows]), 1, 1)
+    fig.add_trace(go.Bar(y=names, x=[r["prefill_sim"] * 1e3 for r in rows], orientation="h",
+                         marker_color="#E69F00", name="prefill, simulated H100"), 1, 2)
+    fig.add_trace(go.Bar(y=names, x=[r["kv_bytes_8b"] / 2**20 for r in rows],
+                         orientation="h", marker_color="#009E73", name="KV bytes"), 1, 3)
+    fig.update_traces(showlegend=False)
+    return _kit.style(fig, TITLE, data["clock_sim"], left=80)
+
+
+def summary(data: dict) -> str:
+    rows = sorted(data["rows"], key=lambda r: r["tokens"])
+    lines = [f"{'language':9} {'chars':>5} {'tokens':>6} {'tok/char':>8} {'vs English':>10} "
+             f"{'prefill (sim)':>13}" + ("  prefill (wall)" if "prefill_wall" in rows[0] else "")]
+    for r in rows:
+        lines.append(f"{r['language']:9} {r['chars']:5d} {r['tokens']:6d} "
+                     f"{r['tokens_per_char']:8.2f} {r['vs_english']:9.1f}x "
+                     f"{r['prefill_sim'] * 1e3:10.1f} ms"
+                     + (f"  {r['prefill_wall'] * 1e3:10.0f} ms" if "prefill_wall" in r else ""))
+    return "\n".join(lines)

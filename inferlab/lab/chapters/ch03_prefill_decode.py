@@ -1,0 +1,115 @@
+"""Chapter 3: the wait before the first word grows with the input; the typing speed does not.
+
+Prefill pushes every prompt token through the model in one pass: a lot of arithmetic, so its
+time grows with the prompt (compute-bound). Decode makes one token per pass, and each pass
+must still read every weight from memory: little arithmetic per byte, so its time is set by
+memory bandwidth and barely moves with the prompt length (memory-bound). The roofline shows
+where each kind of step sits on a GPU.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from inferlab.lab.chapters import _kit
+
+TITLE = "Prefill vs decode: TTFT grows with the input, per-token latency stays flat"
+CLAIM = ("Prefill is compute-bound and its time (TTFT) scales with input length; decode is "
+         "memory-bound and the per-token speed stays roughly constant.")
+# Wall-clock lengths stay small (a 2-core CPU prefills a few hundred tokens a second); the
+# simulated GPU gets long prompts, since an 8B model on an H100 stays memory-bound (prefill
+# time flat) below ~200 tokens per step, where the roofline's ridge sits.
+LENGTHS, LENGTHS_SMOKE = [32, 128, 256, 512, 1024, 1536], [32, 128, 512]
+SIM_LENGTHS, SIM_LENGTHS_SMOKE = [256, 1024, 2048, 4096, 6144, 8000], [256, 2048, 8000]
+OUTPUT, OUTPUT_SMOKE = 32, 12
+
+
+def sweep(eng, lengths, max_tokens, seed=0) -> list[dict]:
+    """One request at a time (nothing shares its steps), prompt of each length."""
+    import inferlab as il
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in lengths:
+        ids = rng.integers(3, 49152, size=n).tolist()
+        m = eng.generate([ids], il.SamplingParams(max_tokens=max_tokens, ignore_eos=True),
+                         use_tqdm=False)[0].metrics
+        rows.append({"input_tokens": n, "ttft": m.ttft, "tpot": float(np.median(m.itl))})
+    return rows
+
+
+def roofline(gpu="H100", model="llama-3-8b", lengths=(32, 512, 8192)) -> dict:
+    """Arithmetic intensity (FLOPs per byte moved) and attainable FLOP/s of prefill and
+    decode steps on ``gpu``, from the same cost model that drives the simulated clock."""
+    from inferlab.sim import costmodel as cm
+    g, s = cm.get_gpu(gpu), cm.model_shape(model)
+    peak = g.peak_flops(2) * cm.FLOPS_EFFICIENCY
+    bw = g.hbm_bandwidth * cm.BANDWIDTH_EFFICIENCY
+
+    def point(label, chunks):
+        i = cm.step_flops(s, chunks) / cm.step_bytes(s, chunks)
+        return {"label": label, "intensity": i, "flops": min(peak, bw * i)}
+    pts = [point(f"prefill {n} tok", [(n, n)]) for n in lengths]
+    pts += [point(f"decode, batch {b}", [(1, 512)] * b) for b in (1, 16, 128)]
+    return {"gpu": g.name, "model": s.name, "peak": peak, "bandwidth": bw,
+            "ridge": peak / bw, "points": pts}
+
+
+def measure(smoke: bool = False, deterministic: bool = False) -> dict:
+    _kit.seed_everything(0)
+    lengths = LENGTHS_SMOKE if smoke else LENGTHS
+    out = OUTPUT_SMOKE if smoke else OUTPUT
+    sim = _kit.engine("tiny", enable_prefix_caching=False, max_model_len=8192,
+                      num_blocks=1024, **_kit.SIM)
+    runs = {"sim": sweep(sim, SIM_LENGTHS_SMOKE if smoke else SIM_LENGTHS, out)}
+    model_wall = None
+    if not deterministic:
+        # In smoke mode a random model of SmolLM2's exact shape: the same arithmetic as the
+        # real one without reading its weights file.
+        eng = _kit.engine("tiny-smollm2" if smoke else None, enable_prefix_caching=False)
+        _kit.warm_up(eng)
+        runs["wall"] = sweep(eng, lengths, out)
+        model_wall = eng.model_name
+    return {"runs": runs, "roofline": roofline(), "clock_sim": _kit.SIM_LABEL,
+            "model_wall": model_wall}
+
+
+def figure(data: dict, clock: str = "sim"):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+    rows, rf = data["runs"][clock], data["roofline"]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
+        "time per request phase (ms)", f"roofline: {rf['gpu']}, {rf['model']} (bf16)"))
+    x = [r["input_tokens"] for r in rows]
+    fig.add_trace(go.Scatter(x=x, y=[r["ttft"] * 1e3 for r in rows], mode="lines+markers",
+                             name="time to first token (prefill)", line_color="#0072B2"), 1, 1)
+    fig.add_trace(go.Scatter(x=x, y=[r["tpot"] * 1e3 for r in rows], mode="lines+markers",
+                             name="time per output token (decode)", line_color="#009E73"), 1, 1)
+    xs = np.logspace(-0.5, 4.5, 60)
+    fig.add_trace(go.Scatter(x=xs, y=np.minimum(rf["peak"], rf["bandwidth"] * xs) / 1e12,
+                             mode="lines", name="attainable (roofline)",
+                             line=dict(color="#222222", width=1.5)), 1, 2)
+    for p in rf["points"]:
+        decode = p["label"].startswith("decode")
+        fig.add_trace(go.Scatter(
+            x=[p["intensity"]], y=[p["flops"] / 1e12], mode="markers+text", text=[p["label"]],
+            textposition="bottom right" if decode else "top left", showlegend=False,
+            marker=dict(size=9, color="#009E73" if decode else "#0072B2")), 1, 2)
+    fig.update_xaxes(title_text="input tokens", row=1, col=1)
+    fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(type="log", title_text="FLOPs per byte moved", row=1, col=2)
+    fig.update_yaxes(type="log", title_text="TFLOP/s", row=1, col=2)
+    label = data["clock_sim"] if clock == "sim" else f"wall, this machine ({data['model_wall']})"
+    return _kit.style(fig, TITLE, label)
+
+
+def summary(data: dict) -> str:
+    lines = []
+    for clock, rows in data["runs"].items():
+        name = data["clock_sim"] if clock == "sim" else f"wall clock ({data['model_wall']})"
+        lines.append(name + ":")
+        for r in rows:
+            lines.append(f"  {r['input_tokens']:5d} input tokens: TTFT {r['ttft'] * 1e3:8.1f} ms,"
+                         f" per output token {r['tpot'] * 1e3:6.1f} ms")
+    rf = data["roofline"]
+    lines.append(f"roofline ridge on {rf['gpu']}: {rf['ridge']:.0f} FLOPs/byte (steps below it "
+                 "are memory-bound)")
+    return "\n".join(lines)

@@ -1,0 +1,130 @@
+"""Chapter 7: prefix caching for shared system prompts and agent / tool-call loops.
+
+The engine is stateless between calls: every round of an agent loop re-sends the tool
+definitions, the task, and every earlier call and tool result. Without prefix caching each
+round recomputes all of it, so round k costs more than round k-1. With prefix caching the
+blocks already computed for the previous round (and for any other request sharing the same
+system prompt) are found by their hash and reused; only the new tokens are computed.
+
+Two measurements on the real engine: an agent loop (cost of each round) and many requests that
+share one system prompt (TTFT). Token counts are exact; times come from the simulated H100
+clock (a Llama-3-8B-shaped model) so the picture does not move with CPU noise.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+TITLE = "Prefix caching: shared system prompts and agent loops"
+CLAIM = ("Reusing the KV cache of a shared prefix (system prompt, tool definitions, the loop's "
+         "history so far) means each agent round computes only its new tokens, so later rounds "
+         "stay cheap instead of growing with the conversation; requests that share a system "
+         "prompt start faster.")
+
+SIM = dict(clock="H100", sim_model="llama-3-8b")
+VOCAB = 8000   # token ids drawn below any supported vocabulary; the text does not matter here
+
+
+def _sizes(smoke: bool) -> dict:
+    # Smoke: the tiny random model (prefix hits and the simulated clock do not depend on the
+    # weights). Full: SmolLM2 and a longer loop.
+    if smoke:
+        return dict(model="tiny", tasks=2, tool_calls=4, tools_len=512, shared_requests=6,
+                    system_len=768, user_len=64)
+    return dict(model=None, tasks=4, tool_calls=6, tools_len=1024, shared_requests=16,
+                system_len=1024, user_len=96)
+
+
+def _engine(caching: bool, model, **kw):
+    import inferlab as il
+    return il.Engine(model, enable_prefix_caching=caching, **{**SIM, **kw})
+
+
+def agent_rounds(caching: bool, s: dict, seed: int = 0, **kw) -> dict:
+    """Cost of each round of the agent loops: prompt tokens, tokens computed, TTFT."""
+    from inferlab.sim.workloads import Uniform, agent_loops, run_workload
+    wl = agent_loops(s["tasks"], s["tool_calls"], tools_prompt_len=s["tools_len"],
+                     task_len=Uniform(48, 80), tool_result_len=Uniform(48, 112),
+                     output_len=Uniform(16, 40), tool_latency=0.2, vocab_size=VOCAB, seed=seed)
+    eng = _engine(caching, s["model"], **kw)
+    outs = run_workload(eng, wl, progress=False)
+    rounds = s["tool_calls"] + 1
+    by_round = [[o for o in outs if o.request_id.endswith(f"c{k}")] for k in range(rounds)]
+    mean = lambda xs: float(np.mean(xs))
+    return {"caching": caching, "clock": eng.clock_name,
+            "prompt_tokens": [mean([o.metrics.num_prompt_tokens for o in r]) for r in by_round],
+            "computed_tokens": [mean([o.metrics.num_prompt_tokens - o.metrics.num_cached_tokens
+                                      for o in r]) for r in by_round],
+            "ttft": [mean([o.metrics.ttft for o in r]) for r in by_round]}
+
+
+def shared_system_prompt(caching: bool, s: dict, seed: int = 0, **kw) -> dict:
+    """Requests with one common system prompt, arriving one after another."""
+    import inferlab as il
+    rng = np.random.default_rng(seed)
+    system = rng.integers(3, VOCAB, s["system_len"]).tolist()
+    eng = _engine(caching, s["model"], **kw)
+    ttft, cached = [], []
+    for i in range(s["shared_requests"]):
+        prompt = system + rng.integers(3, VOCAB, s["user_len"]).tolist()
+        (o,) = eng.generate([prompt], il.SamplingParams(max_tokens=8, ignore_eos=True),
+                            use_tqdm=False)
+        ttft.append(o.metrics.ttft)
+        cached.append(o.metrics.num_cached_tokens)
+    return {"caching": caching, "ttft": ttft, "cached": cached}
+
+
+def measure(smoke: bool = False, **engine_kw) -> dict:
+    s = _sizes(smoke)
+    agent = {("cached" if c else "uncached"): agent_rounds(c, s, **engine_kw)
+             for c in (False, True)}
+    shared = {("cached" if c else "uncached"): shared_system_prompt(c, s, **engine_kw)
+              for c in (False, True)}
+    return {"sizes": s, "agent": agent, "shared": shared, "clock": agent["cached"]["clock"]}
+
+
+def figure(data: dict):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from inferlab.lab import figures as ilf
+    from inferlab.lab.chapters import _kit
+    colors = {"uncached": ilf.PALETTE[5], "cached": ilf.PALETTE[0]}
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
+        "agent loop: prompt tokens computed per round", "agent loop: TTFT per round",
+        "shared system prompt: TTFT per request"))
+    for name, r in data["agent"].items():
+        x = list(range(len(r["ttft"])))
+        fig.add_trace(go.Bar(x=x, y=r["computed_tokens"], name=name, marker_color=colors[name],
+                             legendgroup=name), row=1, col=1)
+        fig.add_trace(go.Scatter(x=x, y=[t * 1e3 for t in r["ttft"]], mode="lines+markers",
+                                 name=name, line_color=colors[name], legendgroup=name,
+                                 showlegend=False), row=1, col=2)
+    prompt = data["agent"]["uncached"]["prompt_tokens"]
+    fig.add_trace(go.Scatter(x=list(range(len(prompt))), y=prompt, mode="lines",
+                             name="whole prompt re-sent", line=dict(dash="dot", color="#999999")),
+                  row=1, col=1)
+    for name, r in data["shared"].items():
+        fig.add_trace(go.Scatter(x=list(range(len(r["ttft"]))), y=[t * 1e3 for t in r["ttft"]],
+                                 mode="lines+markers", name=name, line_color=colors[name],
+                                 legendgroup=name, showlegend=False), row=1, col=3)
+    fig.update_xaxes(title_text="round (0 = the task, then one per tool result)", row=1, col=1)
+    fig.update_xaxes(title_text="round", row=1, col=2)
+    fig.update_xaxes(title_text="request", row=1, col=3)
+    fig.update_yaxes(title_text="tokens", row=1, col=1)
+    fig.update_yaxes(title_text="ms", row=1, col=2)
+    fig.update_yaxes(title_text="ms", row=1, col=3)
+    fig.update_layout(barmode="group")
+    s = data["sizes"]
+    return _kit.style(fig, f"Prefix caching: {s['tasks']} agent loops x {s['tool_calls']} tool "
+                     f"calls ({s['tools_len']}-token tool definitions); {s['shared_requests']} "
+                     f"requests sharing a {s['system_len']}-token system prompt", data["clock"])
+
+
+def summary(data: dict) -> str:
+    u, c = data["agent"]["uncached"], data["agent"]["cached"]
+    su, sc = data["shared"]["uncached"], data["shared"]["cached"]
+    return (f"last agent round computes {u['computed_tokens'][-1]:.0f} tokens uncached vs "
+            f"{c['computed_tokens'][-1]:.0f} cached (TTFT {u['ttft'][-1] * 1e3:.1f} vs "
+            f"{c['ttft'][-1] * 1e3:.1f} ms); shared system prompt, requests after the first: "
+            f"mean TTFT {np.mean(su['ttft'][1:]) * 1e3:.1f} vs {np.mean(sc['ttft'][1:]) * 1e3:.1f}"
+            f" ms [clock: {data['clock']}]")

@@ -1,0 +1,103 @@
+"""Chapter 10: multi-GPU what-if: tensor parallelism, SIMULATED with the roofline cost model.
+
+Nothing here runs on several GPUs. The numbers come from inferlab.sim.costmodel: datasheet
+bandwidths and FLOP/s, the model's published shape, Megatron-style tensor parallelism (each
+layer's weights and KV heads split over ``tp`` GPUs, two all-reduces of the activations per
+layer). What it shows is arithmetic, not measurement: splitting a model frees memory on each GPU
+for KV cache and divides the per-step reads, but adds communication on every layer, so decode
+does not get ``tp`` times faster.
+"""
+from __future__ import annotations
+
+from inferlab.sim.costmodel import (GB, allreduce_time, get_gpu, model_shape, step_time, tensor_parallel)
+
+TITLE = "Multi-GPU what-if: tensor parallelism (simulated)"
+CLAIM = ("Tensor parallelism splits weights and KV cache across GPUs, so a model too big for one "
+         "GPU fits and each GPU holds more KV; but every layer adds all-reduce traffic, so "
+         "per-token latency improves less than the number of GPUs.")
+
+SIMULATED = "simulated (roofline cost model, not measured)"
+
+
+def plan(gpu_name: str, model: str, tps=(1, 2, 4, 8), batch: int = 32, context: int = 2048,
+         dtype_bytes: int = 2) -> list[dict]:
+    """Per tp: memory per GPU, KV capacity, and one decode step's time split into parts."""
+    gpu, shape = get_gpu(gpu_name), model_shape(model)
+    chunks = [(1, context)] * batch                       # one decode step of the batch
+    rows = []
+    for tp in tps:
+        p = tensor_parallel(gpu, shape, tp, dtype_bytes)
+        total = step_time(gpu, shape, chunks, dtype_bytes, tp)
+        comm = 2 * shape.num_layers * allreduce_time(gpu, batch * shape.hidden_size * dtype_bytes,
+                                                     tp)
+        rows.append({"tp": tp, "weights_gb": p.weight_bytes_per_gpu / GB,
+                     "kv_gb": p.kv_bytes_per_token_per_gpu * batch * context / GB,
+                     "gpu_gb": gpu.memory_bytes / GB, "fits": p.kv_tokens_capacity > 0,
+                     "kv_tokens_capacity": p.kv_tokens_capacity,
+                     "step_ms": total * 1e3, "comm_ms": comm * 1e3,
+                     "rest_ms": (total - comm) * 1e3})
+    return rows
+
+
+def measure(smoke: bool = False, gpu: str = "H100", models=("llama-3-8b", "llama-3-70b"),
+            batch: int = 32, context: int = 2048) -> dict:
+    # The cost model is cheap, so smoke and full are the same computation.
+    return {"gpu": gpu, "batch": batch, "context": context, "clock": f"{gpu} {SIMULATED}",
+            "models": {m: plan(gpu, m, batch=batch, context=context) for m in models}}
+
+
+def figure(data: dict):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from inferlab.lab import figures as ilf
+    from inferlab.lab.chapters import _kit
+    models = list(data["models"])
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
+        f"memory per GPU (batch {data['batch']} x {data['context']} tokens)",
+        "one decode step: work vs all-reduce", "KV tokens that fit per GPU"))
+    for i, m in enumerate(models):
+        rows = data["models"][m]
+        # two-level axis: model, then tp; a configuration whose weights + this batch's KV
+        # exceed the GPU cannot serve it, marked with a cross
+        short = m.replace("llama-3-", "").upper()
+        x = [[short] * len(rows), [f"tp{r['tp']}" for r in rows]]
+        too_big = ["✗" if r["weights_gb"] + r["kv_gb"] > r["gpu_gb"] else "" for r in rows]
+        fig.add_trace(go.Bar(x=x, y=[r["kv_gb"] for r in rows], text=too_big,
+                             textposition="outside", name="KV cache",
+                             marker_color=ilf.PALETTE[2], showlegend=i == 0, legendgroup="kv"),
+                      row=1, col=1)
+        fig.add_trace(go.Bar(x=x, y=[r["weights_gb"] for r in rows], name="weights",
+                             marker_color=ilf.PALETTE[0], showlegend=i == 0, legendgroup="w"),
+                      row=1, col=1)
+        fig.add_trace(go.Bar(x=x, y=[r["rest_ms"] for r in rows], name="compute / HBM reads",
+                             marker_color=ilf.PALETTE[4], showlegend=i == 0, legendgroup="r"),
+                      row=1, col=2)
+        fig.add_trace(go.Bar(x=x, y=[r["comm_ms"] for r in rows], name="all-reduce",
+                             marker_color=ilf.PALETTE[5], showlegend=i == 0, legendgroup="c"),
+                      row=1, col=2)
+        fig.add_trace(go.Bar(x=x, y=[r["kv_tokens_capacity"] for r in rows], showlegend=False,
+                             marker_color=ilf.PALETTE[2]), row=1, col=3)
+    gpu_gb = data["models"][models[0]][0]["gpu_gb"]
+    fig.add_hline(y=gpu_gb, line=dict(dash="dot", color="#999999"), row=1, col=1,
+                  annotation_text=f"{data['gpu']} memory", annotation_position="top left")
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(tickangle=0)
+    fig.update_yaxes(title_text="GB", row=1, col=1)
+    fig.update_yaxes(title_text="ms", row=1, col=2)
+    fig.update_yaxes(title_text="tokens", row=1, col=3)
+    return _kit.style(fig, f"Tensor parallelism on {data['gpu']} (SIMULATED: cost model, "
+                     "not measured)<br><sup>models: Llama-3 8B and 70B shapes, bf16; ✗ = does not fit</sup>",
+                      data["clock"])
+
+
+def summary(data: dict) -> str:
+    parts = []
+    for m, rows in data["models"].items():
+        r1, r8 = rows[0], rows[-1]
+        parts.append(f"{m}: weights/GPU {r1['weights_gb']:.0f} GB at tp=1 -> "
+                     f"{r8['weights_gb']:.0f} GB at tp={r8['tp']}; decode step "
+                     f"{r1['step_ms']:.1f} -> {r8['step_ms']:.1f} ms "
+                     f"({r1['step_ms'] / r8['step_ms']:.1f}x faster on {r8['tp']} GPUs, "
+                     f"all-reduce {r8['comm_ms']:.1f} ms)")
+    return "; ".join(parts) + f" [{data['clock']}]"

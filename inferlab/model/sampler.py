@@ -1,0 +1,47 @@
+"""Sampler: logits -> next token ids, per request (greedy, temperature, top-k, top-p, seed).
+
+Each sampled request owns a torch.Generator seeded once, so a seeded request produces the
+same text whatever else shares its batch.
+"""
+from __future__ import annotations
+
+import torch
+
+from inferlab.core.params import SamplingParams
+
+
+def make_generator(seed: int) -> torch.Generator:
+    g = torch.Generator(device="cpu")
+    g.manual_seed(seed)
+    return g
+
+
+def filter_logits(logits: torch.Tensor, p: SamplingParams) -> torch.Tensor:
+    """Temperature, then top-k, then top-p on one row of logits [vocab] (fp32)."""
+    logits = logits / p.temperature
+    if p.top_k > 0 and p.top_k < logits.shape[-1]:
+        kth = torch.topk(logits, p.top_k).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if p.top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # drop a token when the tokens before it already reach top_p; always keep the first
+        drop = (probs.cumsum(-1) - probs) >= p.top_p
+        drop[0] = False
+        logits = logits.clone()
+        logits[order[drop]] = float("-inf")
+    return logits
+
+
+def sample(logits: torch.Tensor, params: list[SamplingParams],
+           generators: list[torch.Generator | None]) -> list[int]:
+    """logits [R, vocab] -> R token ids."""
+    greedy = logits.argmax(dim=-1).tolist()
+    out = []
+    for i, p in enumerate(params):
+        if p.greedy:
+            out.append(greedy[i])
+            continue
+        probs = torch.softmax(filter_logits(logits[i].float().cpu(), p), dim=-1)
+        out.append(int(torch.multinomial(probs, 1, generator=generators[i]).item()))
+    return out
