@@ -3,17 +3,22 @@
     import inferlab as il
     eng = il.Engine()                       # SmolLM2-135M-Instruct on a paged KV cache
     out = eng.generate(["What is the capital of France?"], il.SamplingParams(max_tokens=32))
+
+The package is built in floors, each with one rule (README "Map of the code"):
+core/ (bookkeeping, pure Python) -> model/ (tensors) -> engine.py (wires core, model and a
+sim/ clock) -> observe/ (traces, metrics) -> lab/ (chapters, figures) and widgets/ (views);
+bench/ holds the ``inferlab bench`` commands.
 """
 from __future__ import annotations
 
-from inferlab.errors import (CapacityError, InferlabError, InvalidInputError, InvalidTypeError,
+from .core.outputs import RequestMetrics, RequestOutput
+from .core.params import SamplingParams
+from .errors import (CapacityError, InferlabError, InvalidInputError, InvalidTypeError,
                      ModelLoadError, TraceFormatError)
-from inferlab.core.outputs import RequestMetrics, RequestOutput
-from inferlab.core.params import SamplingParams
 
 __version__ = "0.1.0"
 
-__all__ = ["Engine", "SamplingParams", "RequestOutput", "RequestMetrics", "compare",
+__all__ = ["Engine", "SamplingParams", "RequestOutput", "RequestMetrics",
            "InferlabError", "InvalidInputError", "InvalidTypeError", "ModelLoadError",
            "TraceFormatError", "CapacityError", "__version__"]
 
@@ -21,12 +26,6 @@ __all__ = ["Engine", "SamplingParams", "RequestOutput", "RequestMetrics", "compa
 def __getattr__(name):
     # torch and transformers load only when the engine is first needed
     if name == "Engine":
-        from inferlab.engine import Engine
+        from .engine import Engine
         return Engine
-    if name == "compare":
-        from inferlab.lab.compare import compare
-        return compare
-    if name in ("workloads", "figures", "trace", "metrics", "costmodel"):
-        import importlib
-        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'inferlab' has no attribute {name!r}")

@@ -19,7 +19,7 @@ def _generate(args) -> int:
     m = last.metrics
     st = eng.stats()
     n = m.num_output_tokens
-    rate = (n - 1) / (m.e2e - m.ttft) if n > 1 and m.e2e > m.ttft else float("nan")
+    rate = 1 / m.tpot if m.tpot else float("nan")          # decode tokens/s
     print()
     print(f"--- {eng.model_name} | prompt {m.num_prompt_tokens} tokens | {n} new tokens "
           f"({last.finish_reason})")

@@ -1,38 +1,49 @@
-"""Engine: the public face. Requests in, tokens out, one step at a time.
+"""Engine: the public face, and the one place where core, model and a clock are wired together.
 
-    schedule -> run the model -> update, then publish what happened.
+Each step reads as three verbs (plus telling the world):
+
+    schedule   -> which tokens of which requests the model computes now   (core.Scheduler)
+    execute    -> one packed forward pass and the sampled tokens          (model.ModelRunner)
+    postprocess-> tokens appended, stops found, text deltas and outputs   (core.OutputProcessor)
+    publish    -> one StepRecord to every subscriber                      (core.EventBus)
 """
 from __future__ import annotations
 
 import heapq
 import itertools
+import threading
 import time
 
-from inferlab.core.config import EngineConfig
-from inferlab.errors import CapacityError, InvalidInputError, InvalidTypeError
-from inferlab.core.events import EmittedToken, EventBus, StepRecord
-from inferlab.core.kv_manager import ContiguousKVManager, PagedKVManager
-from inferlab.model.loader import load_model
-from inferlab.core.outputs import RequestMetrics, RequestOutput
-from inferlab.core.params import SamplingParams
-from inferlab.core.prompts import to_token_ids
-from inferlab.core.request import Request, RequestStatus
-from inferlab.model.resources import cpu_count, default_kv_cache_memory
-from inferlab.core.scheduler import Scheduler
-from inferlab.core.stats import EngineStats, PeakTracker, waste
-from inferlab.core.textstream import TextState
+from .core.config import DTYPE_BYTES, EngineConfig
+from .core.events import EventBus, SchedulerOutput, StepRecord
+from .core.kv_manager import ContiguousKVManager, KVManager, PagedKVManager
+from .core.output_processor import OutputProcessor
+from .core.outputs import RequestOutput
+from .core.params import SamplingParams
+from .core.prompts import to_token_ids
+from .core.request import Request, RequestStatus
+from .core.scheduler import Scheduler
+from .core.shapes import ModelShape, cdiv, kv_bytes_per_token
+from .core.stats import EngineStats, PeakTracker, waste
+from .errors import CapacityError, InvalidInputError, InvalidTypeError
+from .model.loader import load_model
+from .model.resources import cpu_count, default_kv_cache_memory
+from .model.runner import ModelRunner, check_backend
+from .sim.clock import Clock, check_clock, make_clock
 
 
 class Engine:
     def __init__(self, model: str | None = None, **kwargs):
         import torch
         self.config = cfg = EngineConfig.from_kwargs(model=model, **kwargs)
+        check_clock(cfg.clock)
         if torch.get_num_threads() > cpu_count():   # containers (Binder) report fewer CPUs
             torch.set_num_threads(cpu_count())
         device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise InvalidInputError(f"device={device!r} but this torch sees no CUDA GPU "
                                     f"(torch {torch.__version__}); use device='cpu' or None")
+        check_backend(cfg.attention_backend, device)    # a clear error before the model loads
         self.loaded = load_model(cfg.model, cfg.dtype, device, cfg.seed)
         self.tokenizer = self.loaded.tokenizer
         hf_cfg = self.loaded.hf_model.config
@@ -44,42 +55,44 @@ class Engine:
         if self.max_model_len > model_len:
             raise InvalidInputError(f"max_model_len={self.max_model_len} exceeds the model's "
                                     f"context of {model_len} tokens")
-        from inferlab.model.llama import LlamaForward
-        bytes_per_token = LlamaForward.kv_bytes_per_token_of(hf_cfg, cfg.dtype)
+        bytes_per_token = kv_bytes_per_token(ModelShape.from_hf_config(hf_cfg),
+                                             DTYPE_BYTES[cfg.dtype])
         self.num_blocks = cfg.num_blocks or self._auto_num_blocks(bytes_per_token)
-        from inferlab.model.runner import ModelRunner
         self.runner = ModelRunner(self.loaded.hf_model, self.num_blocks, cfg.block_size,
                                   cfg.attention_backend, cfg.seed)
         if self.runner.backend == "numba-cpu":
             import numba
             numba.set_num_threads(min(cpu_count(), numba.config.NUMBA_NUM_THREADS))
         self.runner.warm_up()   # compile kernels now, not inside the first request's TTFT
-        if cfg.kv_layout == "paged":
-            self.kv = PagedKVManager(self.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
-        else:
-            self.kv = ContiguousKVManager(self.num_blocks, cfg.block_size, self.max_model_len,
-                                          cfg.contiguous_reserve)
+        self.kv: KVManager = (
+            PagedKVManager(self.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
+            if cfg.kv_layout == "paged" else
+            ContiguousKVManager(self.num_blocks, cfg.block_size, self.max_model_len,
+                                cfg.contiguous_reserve))
         sched_cfg = cfg
         if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < self.max_model_len:
             # Without chunking a whole prompt must fit one step's budget.
             from dataclasses import replace
             sched_cfg = replace(cfg, max_num_batched_tokens=self.max_model_len)
         self.scheduler = Scheduler(sched_cfg, self.kv, self.max_model_len)
-        self.clock = _make_clock(cfg, hf_cfg, self.loaded.name)
+        self.clock: Clock = make_clock(cfg.clock, hf_config=hf_cfg, sim_model=cfg.sim_model,
+                                       model_name=self.loaded.name)
+        self.output = OutputProcessor(self.tokenizer)
         self.bus = EventBus()
+        self.publish_seconds = 0.0            # spent building and publishing step records
         self._pending: list = []              # heap of (arrival, seq, Request) not yet arrived
-        self._texts: dict[str, TextState] = {}
         self._ids = itertools.count()
         self._seq = itertools.count()
         self._num_steps = 0
         self._peak = PeakTracker()
+        self._stop = threading.Event()
 
     def _auto_num_blocks(self, bytes_per_token: int) -> int:
         cfg = self.config
         budget = cfg.kv_cache_memory or default_kv_cache_memory()
         by_budget = budget // (bytes_per_token * cfg.block_size)
         # never more than every sequence at full length could use
-        by_need = cfg.max_num_seqs * -(-self.max_model_len // cfg.block_size)
+        by_need = cfg.max_num_seqs * cdiv(self.max_model_len, cfg.block_size)
         n = min(by_budget, by_need)
         if n < 1:
             raise InvalidInputError(f"kv_cache_memory={budget} bytes holds no block of "
@@ -126,19 +139,22 @@ class Engine:
             request_id = f"req-{next(self._ids)}"
         elif not isinstance(request_id, str):
             raise InvalidTypeError(f"request_id must be a string, got {type(request_id).__name__}")
-        if request_id in self.scheduler.requests or any(r.request_id == request_id
-                                                        for _, _, r in self._pending):
+        if self._known(request_id):
             raise InvalidInputError(f"request_id {request_id!r} is already in use")
         now = self.clock.now()
         arrival = now if arrival_time is None else float(arrival_time)
         req = Request(request_id, ids, params, prompt_text=text, eos_token_id=self.eos_token_id,
                       arrival_time=arrival)
-        self._texts[request_id] = TextState(self.tokenizer, params.stop)
+        self.output.add(req)
         if arrival > now:
             heapq.heappush(self._pending, (arrival, next(self._seq), req))
         else:
             self.scheduler.add(req)
         return request_id
+
+    def _known(self, request_id: str) -> bool:
+        return request_id in self.scheduler.requests or any(
+            r.request_id == request_id for _, _, r in self._pending)
 
     def abort(self, request_id: str) -> bool:
         """Stop a request now and free its KV blocks. False if it was unknown or finished."""
@@ -146,7 +162,7 @@ class Engine:
             if r.request_id == request_id:
                 self._pending.pop(i)
                 heapq.heapify(self._pending)
-                self._texts.pop(request_id, None)
+                self.output.drop(request_id)
                 return True
         req = self.scheduler.requests.get(request_id)
         if req is None:
@@ -154,13 +170,20 @@ class Engine:
         self.scheduler.finish(req, RequestStatus.FINISHED_ABORTED)
         req.times.finish = self.clock.now()
         self.runner.forget(request_id)
-        self._texts.pop(request_id, None)
+        self.output.drop(request_id)
         return True
 
     def abort_all(self) -> int:
         """Abort every queued, future and running request; returns how many were aborted."""
         ids = list(self.scheduler.requests) + [r.request_id for _, _, r in self._pending]
         return sum(self.abort(rid) for rid in ids)
+
+    def request_stop(self) -> None:
+        """Ask the engine to abort everything at the start of its next step.
+
+        Safe to call from another thread (a notebook's Stop button while a run goes on in the
+        background): the abort happens between steps, in the thread that runs them."""
+        self._stop.set()
 
     def _admit_arrivals(self) -> None:
         if self._pending and not self.scheduler.has_unfinished():
@@ -172,79 +195,77 @@ class Engine:
     # --- the step ----------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         """Run one engine step; returns outputs of the requests that progressed or finished."""
+        if self._stop.is_set():
+            self._stop.clear()
+            self.abort_all()
         self._admit_arrivals()
         t_start = self.clock.now()
-        sched = self.scheduler.schedule()
-        if sched.is_empty and not self.scheduler.has_unfinished():
-            if len(self.bus) and self.scheduler._events:     # e.g. an abort: still report it
-                self._publish(sched, t_start, t_start, 0.0, 0.0, [])
-            return []
+        sched = self._schedule(t_start)
         if sched.is_empty:
+            self._publish(sched, t_start, t_start, 0.0, 0.0, [])   # e.g. report an abort
+            return []
+        sampled, wall, sim = self._execute(sched)
+        now = self.clock.now()
+        outputs, emitted = self._postprocess(sched, sampled, now)
+        self._num_steps += 1
+        self._publish(sched, t_start, now, wall, sim, emitted)
+        return outputs
+
+    def _schedule(self, t_start: float) -> SchedulerOutput:
+        sched = self.scheduler.schedule()
+        if sched.is_empty and self.scheduler.has_unfinished():
             raise RuntimeError("inferlab: the scheduler could not schedule any waiting request "
                                f"({len(self.scheduler.waiting)} waiting); this is a bug")
+        for c in sched.chunks:
+            times = self.scheduler.requests[c.request_id].times
+            if times.first_scheduled is None:
+                times.first_scheduled = t_start
+        return sched
+
+    def _execute(self, sched: SchedulerOutput) -> tuple[dict[str, int], float, float]:
+        """One forward pass; returns (sampled tokens, wall seconds, clock seconds)."""
         wall0 = time.perf_counter()
-        sampled = self.runner.execute(sched, self.scheduler.requests) if not sched.is_empty else {}
+        sampled = self.runner.execute(sched, self.scheduler.requests)
         wall = time.perf_counter() - wall0
         sim = self.clock.advance_step([(c.num_tokens, c.start + c.num_tokens)
-                                       for c in sched.chunks], wall) if sched.chunks else 0.0
-        now = self.clock.now()
-        requests = {c.request_id: self.scheduler.requests[c.request_id] for c in sched.chunks}
-        for req in requests.values():
-            if req.times.first_scheduled is None:
-                req.times.first_scheduled = t_start
-        got = self.scheduler.update(sched, sampled)
-        emitted, outputs = [], []
-        for req in got:
-            st = self._texts[req.request_id]
-            req.times.token_times.append(now)
-            if req.times.first_token is None:
-                req.times.first_token = now
-            delta, stopped = st.push(req.output_token_ids, final=req.finished)
-            emitted.append(EmittedToken(req.request_id, req.output_token_ids[-1], delta,
-                                        len(req.output_token_ids) - 1))
-            if stopped and not req.finished:
+                                       for c in sched.chunks], wall)
+        return sampled, wall, sim
+
+    def _postprocess(self, sched, sampled, now) -> tuple[list[RequestOutput], list]:
+        outputs, emitted = [], []
+        for req in self.scheduler.update(sched, sampled):
+            delta, stop_hit = self.output.new_token(req, now)
+            if stop_hit and not req.finished:
                 self.scheduler.finish(req, RequestStatus.FINISHED_STOPPED)
             if req.finished:
                 req.times.finish = now
                 self.runner.forget(req.request_id)
-            outputs.append(self._output(req, [req.output_token_ids[-1]], delta))
-        for req in requests.values():    # finished without a token (none today), keep honest
-            if req.finished and req.times.finish is None:
-                req.times.finish = now
-        self._num_steps += 1
-        self._publish(sched, t_start, now, wall, sim, emitted)
-        for out in outputs:
-            if out.finished:
-                self._texts.pop(out.request_id, None)
-        return outputs
-
-    def _output(self, req: Request, new_ids, new_text) -> RequestOutput:
-        return RequestOutput(req.request_id, req.prompt_text, req.prompt_token_ids,
-                             list(req.output_token_ids), self._texts[req.request_id].text,
-                             req.finished, req.finish_reason, RequestMetrics.of(req),
-                             list(new_ids), new_text)
+            emitted.append(self.output.emitted(req, delta))
+            outputs.append(self.output.output(req, delta))
+        return outputs, emitted
 
     def _publish(self, sched, t_start, t_end, wall, sim, emitted) -> None:
+        t0 = time.perf_counter()
         usage = self.kv.usage()
         s = self.scheduler
         self._peak.observe(usage, len(s.running))
-        if not len(self.bus):
-            self.kv.drain_events()
-            s.drain_events()
+        request_events, kv_events = s.drain_events(), self.kv.drain_events()
+        if not len(self.bus) or (sched.is_empty and not request_events and not kv_events):
             return
         live = [r.request_id for r in s.running]
         rec = StepRecord(
-            step=self._num_steps - 1, t_start=t_start, t_end=t_end, wall_duration=wall,
-            sim_duration=None if self.clock.name == "wall" else sim, clock=self.clock.name,
-            batch=sched.chunks, num_batched_tokens=sched.num_batched_tokens,
-            token_budget=s.token_budget, emitted=emitted, request_events=s.drain_events(),
-            kv_events=self.kv.drain_events(), kv_blocks_used=usage.blocks_used,
+            step=max(self._num_steps - 1, 0), t_start=t_start, t_end=t_end,
+            wall_duration=wall, sim_duration=None if self.clock.name == "wall" else sim,
+            clock=self.clock.name, batch=sched.chunks, num_batched_tokens=sched.num_batched_tokens,
+            token_budget=s.token_budget, emitted=emitted, request_events=request_events,
+            kv_events=kv_events, kv_blocks_used=usage.blocks_used,
             kv_blocks_total=usage.blocks_total, kv_tokens_used=usage.tokens_used,
             kv_slots_allocated=usage.slots_allocated, num_running=len(s.running),
             num_waiting=len(s.waiting) + len(self._pending), block_size=self.kv.block_size,
             block_tables={r: list(self.kv.block_table(r)) for r in live},
             stored_tokens={r: self.kv.stored_tokens(r) for r in live})
         self.bus.publish(rec)
+        self.publish_seconds += time.perf_counter() - t0
 
     # --- conveniences ------------------------------------------------------------------
     def subscribe(self, callback):
@@ -298,8 +319,7 @@ class Engine:
                         if out.finished:
                             return
         finally:
-            if rid in self.scheduler.requests or any(r.request_id == rid
-                                                     for _, _, r in self._pending):
+            if self._known(rid):
                 self.abort(rid)
 
     def stats(self) -> EngineStats:
@@ -326,8 +346,3 @@ class Engine:
 
 def _first(x):
     return x[0] if isinstance(x, (list, tuple)) else x
-
-
-def _make_clock(cfg: EngineConfig, hf_cfg, name: str):
-    from inferlab.sim.costmodel import make_clock
-    return make_clock(cfg.clock, hf_config=hf_cfg, sim_model=cfg.sim_model, model_name=name)

@@ -53,8 +53,8 @@ def resolve_backend(name: str | None, device: str = "cpu") -> str:
             return "numba-cuda" if _unavailable("numba-cuda") is None else "reference"
         return next(b for b in CPU_AUTO_ORDER if _unavailable(b) is None)
     if name not in ALL_BACKENDS:
-        raise ValueError(f"attention backend must be one of 'auto', 'reference', 'numba-cpu', "
-                         f"'numba-cuda'; got {name!r}")
+        raise ValueError(f"attention backend must be 'auto' or one of {ALL_BACKENDS}; "
+                         f"got {name!r}")
     why = _unavailable(name)
     if why is not None:
         raise ValueError(f"attention backend {name!r} is not available: {why}")

@@ -20,6 +20,7 @@ import time
 import numpy as np
 import torch
 
+from inferlab.core.shapes import cdiv
 from inferlab.kernels import numba_cpu, reference
 
 HEADS, KV_HEADS, HEAD_DIM, BLOCK = 9, 3, 64, 16          # SmolLM2-135M attention
@@ -55,7 +56,7 @@ def memory_bandwidth(mb: int = 512) -> dict:
 
 def decode_case(batch: int, context: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    nblk = -(-context // BLOCK)
+    nblk = cdiv(context, BLOCK)
     num_blocks = batch * nblk
     tables = rng.permutation(num_blocks).astype(np.int32).reshape(batch, nblk)
     shape = (num_blocks, BLOCK, KV_HEADS, HEAD_DIM)

@@ -18,6 +18,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from inferlab.core.shapes import cdiv
 from inferlab.kernels import paged_attention_decode, paged_attention_prefill, reference, write_kv
 
 DEV = "cuda"
@@ -25,7 +26,7 @@ DEV = "cuda"
 
 def make(batch, context, heads, kv_heads, head_dim, block=16, new_tokens=1, seed=0):
     g = torch.Generator(device="cpu").manual_seed(seed)
-    nblk = -(-context // block)
+    nblk = cdiv(context, block)
     tables = torch.randperm(batch * nblk, generator=g).int().view(batch, nblk)
     shape = (batch * nblk, block, kv_heads, head_dim)
     return dict(q=torch.randn(batch * new_tokens, heads, head_dim, generator=g).to(DEV),

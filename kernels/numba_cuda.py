@@ -24,6 +24,7 @@ import math
 import numpy as np
 from numba import config, cuda, float32
 
+from inferlab.core.shapes import cdiv
 from inferlab.kernels.cuda_launch import Launch, host_view, install_simulator_shuffle
 
 WARPS = 4                 # warps per thread block
@@ -236,9 +237,9 @@ def _attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, is_
         return q[:0] * 0
     max_len = block_tables.shape[1] * bs                 # upper bound, known without a sync
     if partition_size is None:                           # split-K only when rows are few
-        want = max(1, -(-TARGET_BLOCKS // (num_rows * num_kv_heads)))
-        partition_size = max(MIN_PARTITION, -(-max_len // want))
-    nparts = max(1, -(-max_len // partition_size))
+        want = max(1, cdiv(TARGET_BLOCKS, num_rows * num_kv_heads))
+        partition_size = max(MIN_PARTITION, cdiv(max_len, want))
+    nparts = max(1, cdiv(max_len, partition_size))
     i32 = np.int32
     args = [L.dev(q), L.dev(k_cache), L.dev(v_cache), L.dev(block_tables, i32),
             L.dev(seq_lens, i32), L.dev(query_start_loc, i32)]

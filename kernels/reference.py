@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from inferlab.core.shapes import cdiv
+
 
 def write_kv(k, v, k_cache, v_cache, slot_mapping) -> None:
     """Scatter new keys/values [num_tokens, num_kv_heads, head_dim] into their cache slots."""
@@ -25,7 +27,7 @@ def write_kv(k, v, k_cache, v_cache, slot_mapping) -> None:
 def gather_kv(cache, block_table, length: int):
     """The first ``length`` cached tokens of one sequence: [length, num_kv_heads, head_dim]."""
     bs = cache.shape[1]
-    nblk = -(-length // bs)
+    nblk = cdiv(length, bs)
     return cache[block_table[:nblk].long()].reshape(nblk * bs, *cache.shape[2:])[:length]
 
 
@@ -35,7 +37,7 @@ def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale: f
     bs, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
     max_len = int(seq_lens.max())
-    nblk = -(-max_len // bs)
+    nblk = cdiv(max_len, bs)
     tables = block_tables[:, :nblk].long()                                   # [S, nblk]
     k = k_cache[tables].reshape(num_seqs, nblk * bs, num_kv_heads, head_dim)  # [S, L, KVH, D]
     v = v_cache[tables].reshape(num_seqs, nblk * bs, num_kv_heads, head_dim)

@@ -1,10 +1,12 @@
 """Roofline cost model, GPU profiles, model shapes, clocks: exact and order-of-magnitude checks."""
 import pytest
 
-from inferlab.sim.costmodel import (GPUS, MODEL_SHAPES, ModelShape, SimulatedClock, WallClock,
-                                allreduce_time, get_gpu, kv_bytes_per_token, make_clock,
-                                model_shape, step_bytes, step_flops, step_time, tensor_parallel,
-                                weight_bytes, BANDWIDTH_EFFICIENCY, FLOPS_EFFICIENCY)
+from inferlab.core.shapes import (MODEL_SHAPES, ModelShape, kv_bytes_per_token, model_shape,
+                                  weight_bytes)
+from inferlab.sim.clock import SimulatedClock, WallClock, check_clock, make_clock
+from inferlab.sim.costmodel import (allreduce_time, step_bytes, step_flops, step_time,
+                                    tensor_parallel)
+from inferlab.sim.gpus import BANDWIDTH_EFFICIENCY, FLOPS_EFFICIENCY, GPUS, get_gpu
 from inferlab.errors import InvalidInputError, InvalidTypeError
 
 
@@ -154,4 +156,7 @@ def test_make_clock_and_engine_config_validation():
         make_clock("L4")
     assert EngineConfig(clock="h100").clock == "h100"
     with pytest.raises(InvalidInputError, match="known: .*H100"):
-        EngineConfig(clock="TPU")
+        check_clock("TPU")          # the engine calls it before loading any model
+    import inferlab as il
+    with pytest.raises(InvalidInputError, match="known: .*H100"):
+        il.Engine("tiny", clock="TPU")

@@ -16,6 +16,7 @@ import anywidget
 import numpy as np
 import traitlets as t
 
+from inferlab.lab import palette
 from inferlab.observe.trace import Trace
 
 HERE = pathlib.Path(__file__).parent
@@ -40,6 +41,14 @@ class View(anywidget.AnyWidget):
     title = t.Unicode("").tag(sync=True)
     max_rate = 20.0                            # updates per second, at most
     kind = "view"
+
+    def __init_subclass__(cls, **kwargs):
+        """Every view's stylesheet starts with the palette as CSS variables (--il-*), so the
+        JS and CSS take their colours from inferlab.lab.palette, never from a copy."""
+        css = cls.__dict__.get("_css")
+        if isinstance(css, str):
+            cls._css = palette.css_variables() + css
+        super().__init_subclass__(**kwargs)
 
     def __init__(self, source=None, *, title: str | None = None, **kwargs):
         super().__init__(**kwargs)

@@ -1,31 +1,45 @@
 // Shared helpers, prepended to each view's ESM by Python (no imports, no network).
-const IL_KIND = ["#BDBDBD", "#0072B2", "#009E73", "#D55E00"]; // queued prefill decode preempted
-const IL_KIND_NAME = ["queued", "prefill", "decode", "preempted"];
-const IL_PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
-  "#F0E442", "#8C6BB1", "#1B9E77", "#A6761D"];
+// Colours: the palette lives in inferlab/lab/palette.py only; Python puts it on the view's
+// root (.il-view) as CSS variables (--il-kind-*, --il-owner-*, --il-kv-*), read here.
+const IL_KIND_NAME = ["queued", "prefill", "decode", "preempted"];   // seg_kind codes 0..3
+const IL_KV_NAME = ["used", "free", "cached", "reserved"];
 
 function ilVar(el, name, fallback) {
-  const v = getComputedStyle(el).getPropertyValue(name).trim();
+  const st = el instanceof CSSStyleDeclaration ? el : getComputedStyle(el);
+  const v = st.getPropertyValue(name).trim();
   return v || fallback;
 }
 
+// theme (JupyterLab --jp-* colours, with fallbacks) + our palette (--il-* variables)
 function ilTheme(el) {
-  return {
-    fg: ilVar(el, "--jp-ui-font-color1", "#222"),
-    fg2: ilVar(el, "--jp-ui-font-color2", "#666"),
-    border: ilVar(el, "--jp-border-color2", "#ddd"),
-    bg: ilVar(el, "--jp-layout-color1", "#fff"),
-    bg2: ilVar(el, "--jp-layout-color2", "#eee"),
-    accent: ilVar(el, "--jp-brand-color1", "#1976d2"),
-    font: ilVar(el, "--jp-ui-font-family", "sans-serif"),
+  const st = getComputedStyle(el);
+  const th = {
+    fg: ilVar(st, "--jp-ui-font-color1", "#222"),
+    fg2: ilVar(st, "--jp-ui-font-color2", "#666"),
+    border: ilVar(st, "--jp-border-color2", "#ddd"),
+    bg: ilVar(st, "--jp-layout-color1", "#fff"),
+    bg2: ilVar(st, "--jp-layout-color2", "#eee"),
+    accent: ilVar(st, "--jp-brand-color1", "#1976d2"),
+    font: ilVar(st, "--jp-ui-font-family", "sans-serif"),
   };
+  // a missing palette variable (stylesheet not loaded) draws in the text colour, never black
+  th.kind = IL_KIND_NAME.map((k) => ilVar(st, "--il-kind-" + k, th.fg2));
+  th.kv = {};
+  for (const k of IL_KV_NAME) th.kv[k] = ilVar(st, "--il-kv-" + k, th.fg2);
+  const n = parseInt(ilVar(st, "--il-owner-count", "0"), 10) || 0;
+  th.owners = [];
+  for (let i = 0; i < n; i++) th.owners.push(ilVar(st, "--il-owner-" + i, th.fg2));
+  if (!th.owners.length) th.owners.push(th.fg2);
+  return th;
 }
 
-function ilOwnerColor(i) {
+function ilOwnerColor(th, i) {
   if (i < 0) return null;
-  const base = IL_PALETTE[i % IL_PALETTE.length];
-  return base;
+  return th.owners[i % th.owners.length];
 }
+
+// a CSS colour for static markup (legend swatches) that follows the palette variables
+function ilKindCss(k) { return `var(--il-kind-${k})`; }
 
 // a trait holding bytes (DataView) as a typed array
 function ilArr(model, name, Type) {
@@ -156,14 +170,14 @@ function ilDrawLanes(ctx, o) {
     if (t0 > o.tCut) continue;
     const t1 = Math.min(o.segT1[i], o.tCut);
     const x = sx(t0), w = Math.max(1, sx(t1) - x);
-    ctx.fillStyle = IL_KIND[o.segKind[i]];
+    ctx.fillStyle = o.theme.kind[o.segKind[i]];
     ctx.fillRect(x, o.y0 + o.segLane[i] * lh + gap, w, lh - 2 * gap);
   }
   ctx.fillStyle = o.theme.fg;
   for (let i = 0; i < o.finLane.length; i++) {
     if (o.finT[i] > o.tCut) continue;
     const x = sx(o.finT[i]);
-    ctx.fillStyle = o.finAborted[i] ? IL_KIND[3] : o.theme.fg;
+    ctx.fillStyle = o.finAborted[i] ? o.theme.kind[3] : o.theme.fg;
     ctx.fillRect(x - 1, o.y0 + o.finLane[i] * lh, 2, lh);
   }
   return { lh, sx };

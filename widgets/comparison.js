@@ -7,7 +7,7 @@ function render({ model, el }) {
   const lat = ilEl("canvas", "il-canvas il-cmp-lat", bottom);
   const table = ilEl("table", "il-cmp-table", bottom);
   const legend = ilEl("div", "il-legend", root);
-  IL_KIND_NAME.forEach((k, i) => { const s = ilEl("span", "", legend); const b = ilEl("i", "", s); b.style.background = IL_KIND[i]; s.append(k); });
+  IL_KIND_NAME.forEach((k, i) => { const s = ilEl("span", "", legend); const b = ilEl("i", "", s); b.style.background = ilKindCss(k); s.append(k); });
   ilScrubber(model, root, () => redraw());
   const dv = (s, k, T) => (s[k] && s[k].byteLength ? new T(s[k].buffer.slice(s[k].byteOffset, s[k].byteOffset + s[k].byteLength)) : new T(0));
   const draw = () => {
@@ -18,7 +18,7 @@ function render({ model, el }) {
     const W = Math.max(200, Math.floor((root.clientWidth - 40) / Math.max(1, sides.length)));
     sides.forEach((s, si) => {
       const col = ilEl("div", "il-cmp-col", cols);
-      ilEl("div", "il-cmp-label", col, s.label).style.borderColor = IL_PALETTE[si % IL_PALETTE.length];
+      ilEl("div", "il-cmp-label", col, s.label).style.borderColor = ilOwnerColor(th, si);
       const c1 = ilEl("canvas", "il-canvas", col);
       const lanes = s.lanes || [];
       const h = Math.min(240, Math.max(40, lanes.length * 10));
@@ -33,7 +33,7 @@ function render({ model, el }) {
       const ot = dv(s, "occ_t", Float64Array), on = dv(s, "occ_n", Int32Array);
       let mx = 1; for (const v of on) mx = Math.max(mx, v);
       octx.strokeStyle = th.border; octx.strokeRect(0.5, 0.5, W - 1, oh);
-      octx.fillStyle = IL_PALETTE[si % IL_PALETTE.length]; octx.globalAlpha = 0.7;
+      octx.fillStyle = ilOwnerColor(th, si); octx.globalAlpha = 0.7;
       let prev = 0;
       for (let i = 0; i < ot.length && ot[i] <= t + 1e-12; i++) {
         const x0 = (prev / tMax) * W, x1 = (ot[i] / tMax) * W, hh = (on[i] / mx) * (oh - 2);
@@ -52,7 +52,7 @@ function render({ model, el }) {
     sides.forEach((s, si) => ["ttft", "e2e"].forEach((key) => {
       const y = 10 + row * 30 + 15;
       lctx.fillStyle = th.fg2; lctx.fillText(`${s.label} ${key.toUpperCase()}`, 2, y);
-      lctx.fillStyle = IL_PALETTE[si % IL_PALETTE.length]; lctx.globalAlpha = 0.6;
+      lctx.fillStyle = ilOwnerColor(th, si); lctx.globalAlpha = 0.6;
       const vals = dv(s, key, Float64Array);
       vals.forEach((v, i) => { const x = 110 + (v / lmax) * (LW - 120); lctx.fillRect(x - 1.5, y - 6 + ((i * 7) % 12), 3, 3); });
       lctx.globalAlpha = 1; row++;

@@ -12,7 +12,8 @@ import threading
 import numpy as np
 import traitlets as t
 
-from inferlab.observe.trace import LaneBuilder, Trace
+from inferlab.observe.lanes import LaneBuilder
+from inferlab.observe.trace import Trace
 
 from inferlab.widgets._base import View, asset, pack
 from inferlab.widgets.timeline import pack_segments

@@ -11,6 +11,7 @@ function render({ model, el }) {
   item("il-kv-l-reserved", "reserved, unused (waste)");
   ilScrubber(model, root, () => {});
   let geo = null;
+  const F = model.get("flags");      // block-state bits, named in kv_map.py
   const draw = () => {
     const th = ilTheme(root);
     const owner = ilArr(model, "cell_owner", Int32Array), fill = ilArr(model, "cell_fill", Uint8Array);
@@ -32,19 +33,19 @@ function render({ model, el }) {
       if (o < 0) {
         ctx.strokeStyle = th.border; ctx.lineWidth = 1;
         ctx.strokeRect(x + 0.5, y + 0.5, s - 1, s - 1);
-        if (f & 1) { ctx.fillStyle = IL_PALETTE[6]; ctx.globalAlpha = 0.55; ctx.fillRect(x + 2, y + 2, s - 4, s - 4); ctx.globalAlpha = 1; }
+        if (f & F.cached) { ctx.fillStyle = th.kv.cached; ctx.globalAlpha = 0.55; ctx.fillRect(x + 2, y + 2, s - 4, s - 4); ctx.globalAlpha = 1; }
         continue;
       }
-      const c = ilOwnerColor(o);
+      const c = ilOwnerColor(th, o);
       ctx.fillStyle = c; ctx.globalAlpha = 0.28; ctx.fillRect(x, y, s, s); ctx.globalAlpha = 1;
       const h = Math.round((fill[b] / bs) * s);
       ctx.fillRect(x, y + s - h, s, h);
-      if (f & 4) {   // reserved, unused: hatched waste
-        ctx.strokeStyle = IL_PALETTE[5]; ctx.lineWidth = 1; ctx.beginPath();
+      if (f & F.reserved) {   // reserved, unused: hatched waste
+        ctx.strokeStyle = th.kv.reserved; ctx.lineWidth = 1; ctx.beginPath();
         ctx.moveTo(x, y + s); ctx.lineTo(x + s, y); ctx.stroke();
       }
-      if (f & 2) { ctx.strokeStyle = th.fg; ctx.lineWidth = cell >= 14 ? 2 : 1; ctx.strokeRect(x + 1, y + 1, s - 2, s - 2); }
-      if ((f & 1) && cell >= 8) { ctx.fillStyle = IL_PALETTE[6]; ctx.beginPath(); ctx.arc(x + s - 3, y + 3, cell >= 14 ? 3 : 2, 0, 7); ctx.fill(); }
+      if (f & F.shared) { ctx.strokeStyle = th.fg; ctx.lineWidth = cell >= 14 ? 2 : 1; ctx.strokeRect(x + 1, y + 1, s - 2, s - 2); }
+      if ((f & F.cached) && cell >= 8) { ctx.fillStyle = th.kv.cached; ctx.beginPath(); ctx.arc(x + s - 3, y + 3, cell >= 14 ? 3 : 2, 0, 7); ctx.fill(); }
     }
     ctx.lineWidth = 1;
     const sm = model.get("summary");
@@ -63,7 +64,7 @@ function render({ model, el }) {
     if (b < 0 || b >= geo.n || x >= geo.cols * geo.cell) { tip.hide(); return; }
     const o = geo.owner[b], f = geo.flags[b];
     const who = o >= 0 ? model.get("owners")[o] : "free";
-    const tags = [f & 1 ? "prefix-cached" : "", f & 2 ? "shared" : "", f & 4 ? "reserved, unused" : ""].filter(Boolean);
+    const tags = [f & F.cached ? "prefix-cached" : "", f & F.shared ? "shared" : "", f & F.reserved ? "reserved, unused" : ""].filter(Boolean);
     tip.show(x, y, `block ${b} · ${who}\n${geo.fill[b]}/${model.get("block_size")} tokens · ref ${geo.ref[b]}` +
       (tags.length ? "\n" + tags.join(", ") : ""));
     root.dataset.hover = String(b);

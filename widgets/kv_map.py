@@ -8,7 +8,9 @@ import traitlets as t
 
 from inferlab.widgets._base import View, asset, pack
 
-CACHED, SHARED, RESERVED = 1, 2, 4
+# block-state bits of cell_flags: defined here only; the JS gets them in the ``flags`` trait
+FLAGS = {"cached": 1, "shared": 2, "reserved": 4}     # prefix-cached, ref > 1, reserved unused
+CACHED, SHARED, RESERVED = FLAGS["cached"], FLAGS["shared"], FLAGS["reserved"]
 
 
 def block_cells(rec, cached: set, layout: str, owners: dict) -> list[tuple]:
@@ -46,7 +48,8 @@ class KVBlockMap(View):
     cell_owner = t.Bytes(b"").tag(sync=True)         # int32, -1 free
     cell_fill = t.Bytes(b"").tag(sync=True)          # uint8 tokens in the block
     cell_ref = t.Bytes(b"").tag(sync=True)           # uint8 reference count
-    cell_flags = t.Bytes(b"").tag(sync=True)         # uint8: 1 cached, 2 shared, 4 reserved
+    cell_flags = t.Bytes(b"").tag(sync=True)         # uint8: FLAGS bits
+    flags = t.Dict(dict(FLAGS)).tag(sync=True)       # bit names for the JS (read-only)
     shown = t.Int(-1).tag(sync=True)                 # the step the cells are from
     summary = t.Dict().tag(sync=True)
 
@@ -109,9 +112,13 @@ class KVBlockMap(View):
             self.shown = k
 
     def cells(self) -> list[dict]:
+        """Per block: owner (request id or None) and its index (the colour), tokens, ref
+        count, the FLAGS bits and each bit by name (cached, shared, reserved)."""
         names = list(self._owners)
-        return [{"block": b, "owner": names[o] if o >= 0 else None, "fill": f, "ref": r,
-                 "flags": fl} for b, (o, f, r, fl) in enumerate(self._cells)]
+        return [{"block": b, "owner": names[o] if o >= 0 else None, "owner_index": o,
+                 "fill": f, "ref": r, "flags": fl,
+                 **{name: bool(fl & bit) for name, bit in FLAGS.items()}}
+                for b, (o, f, r, fl) in enumerate(self._cells)]
 
     def figure(self):
         from inferlab.lab import figures

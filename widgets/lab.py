@@ -81,6 +81,7 @@ class Lab(w.VBox):
         if self.thread is not None and self.thread.is_alive():
             return None
         self._stop.clear()
+        self.engine = None
         self.run_button.disabled, self.stop_button.disabled = True, False
         self.thread = threading.Thread(target=self._run, daemon=True, name="inferlab-lab-run")
         self.thread.start()
@@ -88,6 +89,8 @@ class Lab(w.VBox):
 
     def stop(self) -> None:
         self._stop.set()
+        if self.engine is not None:
+            self.engine.request_stop()     # honoured between steps, in the run's thread
         if self.thread is not None and self.thread.is_alive():
             self.status.value = "stopping…"
 
@@ -97,14 +100,9 @@ class Lab(w.VBox):
         try:
             self.status.value = "loading model…"
             eng = self.engine = Engine(self.model, **self.config())
+            if self._stop.is_set():        # Stop pressed while the model was loading
+                eng.request_stop()
             wl = _workload(self.workload_kind.value, self.num_requests.value, self.rate.value)
-            step = eng.step
-
-            def stoppable_step():          # runs in this thread: no race with the engine
-                if self._stop.is_set():
-                    eng.abort_all()
-                return step()
-            eng.step = stoppable_step
             self.trace = Trace.record(eng, workload=wl.description)
             for v in self.views:
                 v.attach(eng, trace=self.trace)

@@ -6,7 +6,7 @@ function render({ model, el }) {
   const canvas = ilEl("canvas", "il-canvas il-tl-canvas", wrap);
   const tip = ilTooltip(root);
   const legend = ilEl("div", "il-legend", root);
-  IL_KIND_NAME.forEach((k, i) => { const s = ilEl("span", "", legend); const b = ilEl("i", "", s); b.style.background = IL_KIND[i]; s.append(k); });
+  IL_KIND_NAME.forEach((k, i) => { const s = ilEl("span", "", legend); const b = ilEl("i", "", s); b.style.background = ilKindCss(k); s.append(k); });
   const fs = ilEl("span", "", legend); ilEl("i", "il-tl-finish", fs); fs.append("finished");
   ilScrubber(model, root, () => redraw());
   let geo = null;
@@ -46,8 +46,8 @@ function render({ model, el }) {
     for (let i = 0; i <= k; i++) {
       const x = g.sx(tStart[i]), w = Math.max(1, g.sx(tEnd[i]) - x);
       const hp = (pre[i] / scale) * STRIP, hd = (dec[i] / scale) * STRIP;
-      ctx.fillStyle = IL_KIND[1]; ctx.fillRect(x, y0 + STRIP - hp, w, hp);
-      ctx.fillStyle = IL_KIND[2]; ctx.fillRect(x, y0 + STRIP - hp - hd, w, Math.max(hd, dec[i] ? 1 : 0));
+      ctx.fillStyle = th.kind[1]; ctx.fillRect(x, y0 + STRIP - hp, w, hp);
+      ctx.fillStyle = th.kind[2]; ctx.fillRect(x, y0 + STRIP - hp - hd, w, Math.max(hd, dec[i] ? 1 : 0));
     }
     if (scale === budget) {
       ctx.setLineDash([4, 3]); ctx.strokeStyle = th.fg2;

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import traitlets as t
 
-from inferlab.observe.trace import LaneBuilder
+from inferlab.observe.lanes import LaneBuilder
 
 from inferlab.widgets._base import View, asset, pack
 

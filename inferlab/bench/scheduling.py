@@ -15,11 +15,9 @@ from __future__ import annotations
 import statistics
 import time
 
+from ..core.shapes import cdiv
+
 PASS = lambda ok: "PASS" if ok else "MISS"
-
-
-def _cdiv(a, b):
-    return -(-a // b)
 
 
 def _engine(model, **kw):
@@ -105,7 +103,7 @@ def bench_batching(model=None, repeats=3, num_requests=256, max_num_seqs=8,
                        output_len=CappedExponential(mean, cap), vocab_size=warm.vocab_size,
                        seed=seed)
         n_out = sum(r.max_tokens for r in wl)
-        blocks = max_num_seqs * _cdiv(prompt_len[1] + cap, 16)   # same KV budget, no preemption
+        blocks = max_num_seqs * cdiv(prompt_len[1] + cap, 16)   # same KV budget, no preemption
         base = dict(max_num_seqs=max_num_seqs, num_blocks=blocks, block_size=16)
         walls = {"continuous": [], "static": []}
         steps = {}
@@ -201,7 +199,7 @@ def bench_prefix(model=None, repeats=3, prompt_tokens=1024, shared=0.9, num_foll
     prompts = [prefix + rng.integers(3, warm.vocab_size, prompt_tokens - n_shared).tolist()
                for _ in range(num_followers + 1)]
     sp = il.SamplingParams(max_tokens=4, ignore_eos=True)
-    blocks = max_num_seqs * _cdiv(prompt_tokens + 16, 16)
+    blocks = max_num_seqs * cdiv(prompt_tokens + 16, 16)
     base = dict(max_num_seqs=max_num_seqs, num_blocks=blocks, block_size=16)
 
     # 1. TTFT, one request at a time after a first request that fills the cache.
@@ -227,7 +225,7 @@ def bench_prefix(model=None, repeats=3, prompt_tokens=1024, shared=0.9, num_foll
     # 2. Throughput when nothing hits: random prompts, caching on vs off.
     wl = synthetic(miss_requests, prompt_len=miss_prompt, output_len=miss_output,
                    vocab_size=warm.vocab_size, seed=seed + 1)
-    blocks2 = max_num_seqs * _cdiv(miss_prompt + miss_output, 16)
+    blocks2 = max_num_seqs * cdiv(miss_prompt + miss_output, 16)
     base2 = dict(max_num_seqs=max_num_seqs, num_blocks=blocks2, block_size=16)
     walls = {True: [], False: []}
     hits = {}
@@ -286,7 +284,7 @@ def bench_chunked(model=None, repeats=3, num_decoders=8, decode_tokens=160, num_
     sp_long = il.SamplingParams(max_tokens=8, ignore_eos=True)
     every = decode_tokens // (num_long + 1)
     n = num_decoders + num_long
-    blocks = n * _cdiv(long_prompt + decode_tokens, 16)
+    blocks = n * cdiv(long_prompt + decode_tokens, 16)
     base = dict(max_num_seqs=n, num_blocks=blocks, block_size=16, max_model_len=2048,
                 max_num_batched_tokens=budget, enable_prefix_caching=False)
     walls = {True: [], False: []}

@@ -26,6 +26,8 @@ import tempfile
 import time
 import urllib.request
 
+from ..core.shapes import cdiv
+
 CHROMIUM = "/usr/bin/chromium"
 BUDGET_MS = 50.0
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -169,7 +171,7 @@ def _stats(xs):
     if not xs:
         return {}
     def pct(p):   # nearest rank
-        return xs[min(len(xs) - 1, max(0, -(-p * len(xs) // 100) - 1))]
+        return xs[min(len(xs) - 1, max(0, cdiv(p * len(xs), 100) - 1))]
     return {"median": pct(50), "p90": pct(90), "max": xs[-1], "n": len(xs)}
 
 

@@ -10,24 +10,19 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import NewType
 
-ROOT_HASH = b"inferlab-root"
+from .events import KVEvent
+
+BlockHash = NewType("BlockHash", bytes)   # names a full block *and* the whole prefix before it
+ROOT_HASH = BlockHash(b"inferlab-root")
 
 
-def hash_block(parent: bytes, token_ids) -> bytes:
+def hash_block(parent: BlockHash, token_ids) -> BlockHash:
     """Chained hash of one full block: it names the whole prefix up to this block."""
     h = hashlib.sha256(parent)
     h.update(b",".join(str(int(t)).encode() for t in token_ids))
-    return h.digest()
-
-
-@dataclass(slots=True)
-class KVEvent:
-    """What happened to some physical blocks during a step."""
-
-    kind: str                 # allocated | freed | shared | cached | evicted
-    block_ids: list[int]
-    request_id: str | None = None
+    return BlockHash(h.digest())
 
 
 @dataclass(slots=True)
@@ -35,9 +30,9 @@ class BlockPool:
     num_blocks: int
     enable_caching: bool = True
     ref_cnt: list[int] = field(init=False)
-    block_hash: list[bytes | None] = field(init=False)
+    block_hash: list[BlockHash | None] = field(init=False)
     free_queue: OrderedDict = field(init=False)      # block_id -> None; head = next handed out
-    cached: dict = field(init=False)                 # hash -> block_id
+    cached: dict[BlockHash, int] = field(init=False)   # hash -> block_id
     events: list[KVEvent] = field(init=False)
 
     def __post_init__(self):
@@ -78,7 +73,7 @@ class BlockPool:
             self.events.append(KVEvent("allocated", out, request_id))
         return out
 
-    def lookup(self, block_hash: bytes) -> int | None:
+    def lookup(self, block_hash: BlockHash) -> int | None:
         return self.cached.get(block_hash) if self.enable_caching else None
 
     def touch(self, block_ids: list[int], request_id: str | None = None) -> None:
@@ -90,7 +85,7 @@ class BlockPool:
         if block_ids:
             self.events.append(KVEvent("shared", list(block_ids), request_id))
 
-    def cache(self, block_id: int, block_hash: bytes, request_id: str | None = None) -> None:
+    def cache(self, block_id: int, block_hash: BlockHash, request_id: str | None = None) -> None:
         """Index a now-full block by its prefix hash (first writer wins)."""
         if not self.enable_caching or self.block_hash[block_id] is not None:
             return

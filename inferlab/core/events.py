@@ -1,17 +1,73 @@
-"""Step records and the event bus: what the engine did in one step, published once.
+"""The engine's typed records, and the event bus that publishes them once per step.
+
+Every layer talks through these small records: the scheduler's decision (``SchedulerOutput``
+of ``ScheduledChunk``), what happened to requests (``RequestEvent``) and to KV blocks
+(``KVEvent``), the tokens that came out (``EmittedToken``), and ``StepRecord``, all of one step.
 
 Hooks (trace recorder, metrics, widgets) receive a ``StepRecord`` after every step. A hook
 that raises is reported once (a warning naming it) and unsubscribed: it never breaks the
-engine or the other hooks.
+engine or the other hooks. The saved (file) form of these records is defined apart, in
+``inferlab.observe.trace_format``, so a new field here never silently changes a file.
 """
 from __future__ import annotations
 
 import traceback
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from typing import Literal
 
-from inferlab.core.block_pool import KVEvent
-from inferlab.core.scheduler import RequestEvent, ScheduledChunk
+ChunkKind = Literal["prefill", "decode"]
+RequestEventKind = Literal["queued", "admitted", "preempted", "finished", "aborted", "rejected"]
+KVEventKind = Literal["allocated", "freed", "shared", "cached", "evicted"]
+
+
+@dataclass(slots=True)
+class ScheduledChunk:
+    """One request's slice of a step."""
+
+    request_id: str
+    start: int              # num_computed_tokens before this step (position of the first token)
+    num_tokens: int         # tokens computed this step
+    kind: ChunkKind         # "prefill" (prompt or recompute) | "decode"
+    samples: bool           # True when the slice reaches the end, so a token is sampled
+    num_cached: int = 0     # tokens just served from the prefix cache on admission
+
+
+@dataclass(slots=True)
+class SchedulerOutput:
+    chunks: list[ScheduledChunk] = field(default_factory=list)
+    block_tables: dict[str, list[int]] = field(default_factory=dict)
+    num_batched_tokens: int = 0
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.chunks
+
+
+@dataclass(slots=True)
+class RequestInfo:
+    """What a request is, told once when it is queued (so observers need no engine access)."""
+
+    prompt_len: int
+    arrival: float
+    prompt_text: str | None = None
+
+
+@dataclass(slots=True)
+class RequestEvent:
+    request_id: str
+    kind: RequestEventKind
+    detail: str | None = None
+    info: RequestInfo | None = None      # set on "queued"
+
+
+@dataclass(slots=True)
+class KVEvent:
+    """What happened to some physical blocks during a step."""
+
+    kind: KVEventKind
+    block_ids: list[int]
+    request_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -55,18 +111,6 @@ class StepRecord:
     def num_decode_tokens(self) -> int:
         return sum(c.num_tokens for c in self.batch if c.kind == "decode")
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "StepRecord":
-        d = dict(d)
-        d["batch"] = [ScheduledChunk(**c) for c in d["batch"]]
-        d["emitted"] = [EmittedToken(**e) for e in d["emitted"]]
-        d["request_events"] = [RequestEvent(**e) for e in d["request_events"]]
-        d["kv_events"] = [KVEvent(**e) for e in d["kv_events"]]
-        return cls(**d)
-
 
 class EventBus:
     def __init__(self):
@@ -76,7 +120,7 @@ class EventBus:
     def subscribe(self, fn):
         """Call ``fn(record)`` after every step; returns a function that unsubscribes."""
         if not callable(fn):
-            from inferlab.errors import InvalidTypeError
+            from ..errors import InvalidTypeError
             raise InvalidTypeError(f"subscribe() needs a callable, got {type(fn).__name__}")
         self._subs.append(fn)
         return lambda: self.unsubscribe(fn)

@@ -14,9 +14,12 @@ a contiguous reservation is simply a run of consecutive block ids.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, Protocol
 
-from inferlab.core.block_pool import ROOT_HASH, BlockPool, KVEvent, hash_block
-from inferlab.core.request import Request
+from .block_pool import ROOT_HASH, BlockHash, BlockPool, hash_block
+from .events import KVEvent
+from .request import Request
+from .shapes import cdiv
 
 
 @dataclass(slots=True)
@@ -27,8 +30,29 @@ class KVUsage:
     tokens_used: int          # token slots holding a computed K/V (shared blocks counted once)
 
 
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+class KVManager(Protocol):
+    """What the scheduler, the engine and the benchmarks may ask of a KV cache manager."""
+
+    layout: Literal["paged", "contiguous"]
+    block_size: int
+    num_blocks: int
+    enable_prefix_caching: bool
+
+    def can_ever_fit(self, max_total_tokens: int) -> bool: ...
+    def get_computed_blocks(self, req: Request) -> list[int]:
+        """Cached blocks that already hold a prefix of the request (prefix-cache hits)."""
+    def allocate_slots(self, req: Request, num_new_tokens: int,
+                       computed_blocks: list[int] = ()) -> bool:
+        """Make room for more tokens; False (and nothing changed) when there is no room."""
+    def commit(self, req: Request) -> None:
+        """K/V are written up to ``req.num_computed_tokens``."""
+    def free(self, req: Request, keep_hashes: bool = False) -> None: ...
+    def block_table(self, rid: str) -> list[int]: ...
+    def stored_tokens(self, rid: str) -> int: ...
+    def usage(self) -> KVUsage: ...
+    def block_ref_counts(self) -> list[int]: ...
+    def cached_block_ids(self) -> set[int]: ...
+    def drain_events(self) -> list[KVEvent]: ...
 
 
 class PagedKVManager:
@@ -40,7 +64,7 @@ class PagedKVManager:
         self.pool = BlockPool(num_blocks, enable_caching=enable_prefix_caching)
         self.enable_prefix_caching = enable_prefix_caching
         self.tables: dict[str, list[int]] = {}
-        self._hashes: dict[str, list[bytes]] = {}      # chained hashes of the request's full blocks
+        self._hashes: dict[str, list[BlockHash]] = {}  # chained hashes of the request's full blocks
         self._num_committed: dict[str, int] = {}       # full blocks already indexed in the cache
         self._num_stored: dict[str, int] = {}          # tokens with K/V written
 
@@ -51,7 +75,7 @@ class PagedKVManager:
     def can_ever_fit(self, max_total_tokens: int) -> bool:
         return self.blocks_needed(max_total_tokens) <= self.num_blocks
 
-    def _block_hashes(self, req: Request) -> list[bytes]:
+    def _block_hashes(self, req: Request) -> list[BlockHash]:
         hashes = self._hashes.setdefault(req.request_id, [])
         bs, n_full = self.block_size, req.num_tokens // self.block_size
         tokens = req.all_token_ids if len(hashes) < n_full else None

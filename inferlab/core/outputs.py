@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from inferlab.core.request import Request
+from .request import Request
 
 
 @dataclass(slots=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from inferlab.errors import InvalidInputError, check_type
+from ..errors import InvalidInputError, check_type
 
 
 @dataclass(slots=True)

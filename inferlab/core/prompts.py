@@ -1,7 +1,7 @@
 """Prompt normalisation: strings, token-id lists and chat messages all become token ids."""
 from __future__ import annotations
 
-from inferlab.errors import InvalidInputError, InvalidTypeError
+from ..errors import InvalidInputError, InvalidTypeError
 
 ROLES = ("system", "user", "assistant", "tool", "developer")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from inferlab.core.params import SamplingParams
+from .params import SamplingParams
 
 
 class RequestStatus(enum.Enum):

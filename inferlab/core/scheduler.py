@@ -17,40 +17,9 @@ its blocks are freed and it is requeued at the front, to be recomputed later.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
-from inferlab.core.request import Request, RequestStatus
-
-
-@dataclass(slots=True)
-class ScheduledChunk:
-    """One request's slice of a step."""
-
-    request_id: str
-    start: int              # num_computed_tokens before this step (position of the first token)
-    num_tokens: int         # tokens computed this step
-    kind: str               # "prefill" (prompt or recompute) | "decode"
-    samples: bool           # True when the slice reaches the end, so a token is sampled
-    num_cached: int = 0     # tokens just served from the prefix cache on admission
-
-
-@dataclass(slots=True)
-class RequestEvent:
-    request_id: str
-    kind: str               # queued | admitted | preempted | finished | aborted | rejected
-    detail: str | None = None
-
-
-@dataclass(slots=True)
-class SchedulerOutput:
-    chunks: list[ScheduledChunk] = field(default_factory=list)
-    block_tables: dict[str, list[int]] = field(default_factory=dict)
-    num_batched_tokens: int = 0
-    events: list[RequestEvent] = field(default_factory=list)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.chunks
+from .events import RequestEvent, RequestInfo, ScheduledChunk, SchedulerOutput
+from .request import Request, RequestStatus
 
 
 class Scheduler:
@@ -74,7 +43,8 @@ class Scheduler:
     def add(self, req: Request) -> None:
         self.waiting.append(req)
         self.requests[req.request_id] = req
-        self._events.append(RequestEvent(req.request_id, "queued"))
+        info = RequestInfo(req.num_prompt_tokens, req.arrival_time, req.prompt_text)
+        self._events.append(RequestEvent(req.request_id, "queued", info=info))
 
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)

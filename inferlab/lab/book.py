@@ -13,12 +13,12 @@ import json
 import os
 import pkgutil
 
-from inferlab.lab.chapters import _kit
+from .chapters import _kit
 
 
 def chapter_modules() -> list[str]:
     """Names of the chapter modules (``chNN_topic``), in chapter order."""
-    from inferlab.lab import chapters
+    from . import chapters
     return sorted(m.name for m in pkgutil.iter_modules(chapters.__path__)
                   if m.name.startswith("ch") and m.name[2:4].isdigit())
 
@@ -42,7 +42,7 @@ def build_all(out_dir, smoke: bool = False, only=None, formats=(".svg", ".png", 
     """Write every chapter's figure under ``out_dir``; returns the paths written."""
     from tqdm.auto import tqdm
 
-    from inferlab.lab.figures import save
+    from .figures import save
     os.makedirs(out_dir, exist_ok=True)
     names = [n for n in chapter_modules() if not only or n in only or n[:4] in only]
     written = []

@@ -4,7 +4,8 @@
     fig = view.figure()                  # any widget; already in the "inferlab" template
     ilf.save(fig, "timeline.svg")        # .svg | .png | .pdf, through kaleido
 
-The palette is Okabe-Ito (safe for the common colour-vision deficiencies). ``inferlab``
+The colours live in ``inferlab.lab.palette`` (Okabe-Ito based, safe for the common
+colour-vision deficiencies), shared with the browser views. ``inferlab``
 draws on white (articles, README); ``inferlab_dark`` on a dark page. Every figure names the
 clock its times come from (wall or simulated GPU).
 """
@@ -19,16 +20,16 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from inferlab.errors import InvalidInputError
+from inferlab.lab import palette
 
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-           "#999999"]
-KIND_COLORS = {"queued": "#BDBDBD", "prefill": "#0072B2", "decode": "#009E73",
-               "preempted": "#D55E00"}
+PALETTE = list(palette.OWNER)           # the colorway; chapters pick series colours from it
+KIND_COLORS = dict(palette.KIND)
 FORMATS = (".svg", ".png", ".pdf")
 
 
 def _template(dark: bool) -> go.layout.Template:
-    fg, grid, bg = ("#E0E0E0", "#444444", "#111111") if dark else ("#222222", "#E5E5E5", "white")
+    n = palette.NEUTRAL["dark" if dark else "light"]
+    fg, grid, bg = n["fg"], n["grid"], n["bg"]
     t = go.layout.Template()
     t.layout = go.Layout(
         colorway=PALETTE, font=dict(family="Inter, Helvetica, Arial, sans-serif", size=12,
@@ -133,19 +134,26 @@ def timeline(segments, order, steps, t0=0.0, title="Scheduler timeline", clock=N
 
 
 def kv_map(cells, columns: int = 32, title="KV cache blocks", clock=None) -> go.Figure:
-    """One square per physical block: colour = owner, opacity = fill; free blocks hollow."""
+    """One square per physical block: colour = owner, opacity = fill; free blocks hollow.
+    ``cells``: dicts with block, owner (None = free), fill, ref, and optionally owner_index
+    (the owner's colour, as in the widget) and reserved (drawn crossed out)."""
     fig = go.Figure()
     groups: dict = {}
     for c in cells:
         groups.setdefault(c["owner"], []).append(c)
-    for i, (owner, cs) in enumerate(groups.items()):
+    n_owned = 0
+    for owner, cs in groups.items():
         free = owner is None
-        color = "#BDBDBD" if free else PALETTE[i % len(PALETTE)]
+        if free:
+            color = palette.KV["free"]
+        else:
+            color = palette.owner(cs[0].get("owner_index", n_owned))
+            n_owned += 1
         fig.add_trace(go.Scatter(
             x=[c["block"] % columns for c in cs], y=[c["block"] // columns for c in cs],
             mode="markers", name="free" if free else str(owner),
             marker=dict(symbol=["square-open" if free else
-                                ("square-x" if c["flags"] & 4 else "square") for c in cs],
+                                ("square-x" if c.get("reserved") else "square") for c in cs],
                         size=14, color=color, line=dict(width=1, color=color),
                         opacity=1.0 if free else None),
             text=[f"block {c['block']} | {owner or 'free'} | {c['fill']} tokens | "

@@ -12,6 +12,8 @@ import torch
 
 from inferlab import kernels
 
+from ..core.shapes import ModelShape
+
 
 @dataclass(slots=True)
 class AttentionMetadata:
@@ -58,10 +60,11 @@ class LlamaForward:
         cfg = hf_model.config
         m = hf_model.model
         self.config = cfg
-        self.num_layers = cfg.num_hidden_layers
-        self.num_heads = cfg.num_attention_heads
-        self.num_kv_heads = getattr(cfg, "num_key_value_heads", None) or self.num_heads
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.num_heads
+        self.shape = shape = ModelShape.from_hf_config(cfg)
+        self.num_layers = shape.num_layers
+        self.num_heads = shape.num_heads
+        self.num_kv_heads = shape.num_kv_heads
+        self.head_dim = shape.head_dim
         self.eps = cfg.rms_norm_eps
         self.scale = self.head_dim ** -0.5
         self.embed = m.embed_tokens.weight.detach()                 # [vocab, hidden]
@@ -86,15 +89,6 @@ class LlamaForward:
         self.dtype = self.embed.dtype
         self.device = self.embed.device
         _release_freed_memory()
-
-    @staticmethod
-    def kv_bytes_per_token_of(cfg, dtype: str) -> int:
-        """Bytes of K and V, all layers, for one token of a model with this config."""
-        heads = cfg.num_attention_heads
-        kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
-        elem = 4 if dtype == "float32" else 2
-        return 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
 
     def rms_norm(self, x, w):
         var = x.float().pow(2).mean(-1, keepdim=True)

@@ -13,7 +13,7 @@ import os
 import warnings
 from dataclasses import dataclass
 
-from inferlab.errors import ModelLoadError
+from ..errors import ModelLoadError
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SUPPORTED_ARCHS = ("llama", "qwen2", "mistral")

@@ -7,9 +7,20 @@ from __future__ import annotations
 import torch
 
 from inferlab import kernels
-from inferlab.model.llama import AttentionMetadata, LlamaForward
-from inferlab.model.sampler import make_generator, sample
-from inferlab.core.scheduler import SchedulerOutput
+
+from ..core.events import SchedulerOutput
+from ..core.shapes import cdiv
+from ..errors import InvalidInputError
+from .llama import AttentionMetadata, LlamaForward
+from .sampler import make_generator, sample
+
+
+def check_backend(name: str, device: str) -> str:
+    """The concrete attention backend for ``name`` on ``device``, or a clear error."""
+    try:
+        return kernels.resolve_backend(name, device)
+    except ValueError as e:
+        raise InvalidInputError(f"attention_backend: {e}") from None
 
 
 class ModelRunner:
@@ -18,7 +29,7 @@ class ModelRunner:
         self.device = self.model.device
         self.block_size = block_size
         self.num_blocks = num_blocks
-        self.backend = kernels.resolve_backend(backend, self.device.type)
+        self.backend = check_backend(backend, self.device.type)
         m = self.model
         shape = (m.num_layers, num_blocks, block_size, m.num_kv_heads, m.head_dim)
         # Zeroed, not empty: unused slots must never hold NaNs that a masked kernel could touch.
@@ -99,7 +110,7 @@ class ModelRunner:
         Uses blocks from the end of the cache that the caller guarantees are free.
         """
         n = len(token_ids)
-        nblk = -(-n // self.block_size)
+        nblk = cdiv(n, self.block_size)
         table = list(range(self.num_blocks - nblk, self.num_blocks))
         bs = self.block_size
         meta = AttentionMetadata(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inferlab.errors import InvalidInputError, InvalidTypeError, check_type
+from ..errors import InvalidInputError, InvalidTypeError, check_type
 
 
 # --- distributions ---------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 def show(fig, width: int = 1000, height: int = 480) -> None:
     from IPython.display import Image, display
 
-    from inferlab.lab import figures
+    from .. import figures
     try:
         display(Image(figures.to_image(fig, "png", width=width, height=height)))
     except Exception as exc:   # noqa: BLE001 - no headless browser (e.g. some Binder images)

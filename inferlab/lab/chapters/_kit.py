@@ -50,7 +50,7 @@ def warm_up(eng) -> None:
 
 def style(fig, title: str, clock: str, left: int = 60):
     """The house template, plus room for subplot titles and a legend under the plot."""
-    from inferlab.lab import figures
+    from .. import figures
     figures.style(fig, title, clock)
     fig.update_layout(margin=dict(t=105, l=left, b=110),
                       legend=dict(orientation="h", x=0, xanchor="left", y=-0.2,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 
-from inferlab.lab.chapters import _kit
+from . import _kit
 
 TITLE = "Prompt anatomy and statelessness"
 CLAIM = ("The input is assembled from system prompt, tool definitions, memory and history; "

@@ -7,7 +7,7 @@ KV cache memory for as long as the conversation lives.
 """
 from __future__ import annotations
 
-from inferlab.lab.chapters import _kit
+from . import _kit
 
 TITLE = "Tokenization: the same message, different bills"
 CLAIM = ("Tokenization cost is uneven across languages: text in scripts the tokenizer saw "
@@ -51,14 +51,14 @@ def pieces(tok, text: str) -> list[str]:
 
 def measure(smoke: bool = False, deterministic: bool = False) -> dict:
     import inferlab as il
-    from inferlab.sim import costmodel
+    from inferlab.core.shapes import kv_bytes_per_token, model_shape
     _kit.seed_everything(0)
     tok = _kit.tokenizer()
     repeat = REPEAT_SMOKE if smoke else REPEAT
     langs = list(TEXTS) if not smoke else ["English", "French", "Russian", "Hindi",
                                            "Chinese", "Thai"]
-    kv_here = costmodel.kv_bytes_per_token(costmodel.model_shape("smollm2-135m"), 4)
-    kv_8b = costmodel.kv_bytes_per_token(costmodel.model_shape("llama-3-8b"), 2)
+    kv_here = kv_bytes_per_token(model_shape("smollm2-135m"), 4)
+    kv_8b = kv_bytes_per_token(model_shape("llama-3-8b"), 2)
     sim = _kit.engine("tiny", enable_prefix_caching=False, **_kit.SIM)
     wall = None
     if not deterministic:

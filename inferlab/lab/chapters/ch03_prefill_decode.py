@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.lab.chapters import _kit
+from . import _kit
 
 TITLE = "Prefill vs decode: TTFT grows with the input, per-token latency stays flat"
 CLAIM = ("Prefill is compute-bound and its time (TTFT) scales with input length; decode is "
@@ -39,10 +39,12 @@ def sweep(eng, lengths, max_tokens, seed=0) -> list[dict]:
 def roofline(gpu="H100", model="llama-3-8b", lengths=(32, 512, 8192)) -> dict:
     """Arithmetic intensity (FLOPs per byte moved) and attainable FLOP/s of prefill and
     decode steps on ``gpu``, from the same cost model that drives the simulated clock."""
+    from inferlab.core.shapes import model_shape
     from inferlab.sim import costmodel as cm
-    g, s = cm.get_gpu(gpu), cm.model_shape(model)
-    peak = g.peak_flops(2) * cm.FLOPS_EFFICIENCY
-    bw = g.hbm_bandwidth * cm.BANDWIDTH_EFFICIENCY
+    from inferlab.sim.gpus import BANDWIDTH_EFFICIENCY, FLOPS_EFFICIENCY, get_gpu
+    g, s = get_gpu(gpu), model_shape(model)
+    peak = g.peak_flops(2) * FLOPS_EFFICIENCY
+    bw = g.hbm_bandwidth * BANDWIDTH_EFFICIENCY
 
     def point(label, chunks):
         i = cm.step_flops(s, chunks) / cm.step_bytes(s, chunks)

@@ -7,7 +7,7 @@ only unused memory is the unfilled end of each request's last block.
 """
 from __future__ import annotations
 
-from inferlab.lab.chapters import _kit
+from . import _kit
 
 TITLE = "KV cache: contiguous reservation vs paged blocks"
 CLAIM = ("Reserving contiguous KV memory per request wastes 60-80% of it; paged blocks cut "

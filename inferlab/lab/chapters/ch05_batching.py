@@ -7,7 +7,7 @@ and a waiting one takes its seat at once.
 """
 from __future__ import annotations
 
-from inferlab.lab.chapters import _kit
+from . import _kit
 
 TITLE = "Naive vs continuous batching"
 CLAIM = ("Continuous (iteration-level) batching raises throughput over naive static batching, "

@@ -92,8 +92,8 @@ def figure(data: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from inferlab.lab import figures as ilf
-    from inferlab.lab.chapters import _kit
+    from .. import figures as ilf
+    from . import _kit
     runs = data["runs"]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.65, 0.35], horizontal_spacing=0.1,
                         subplot_titles=("inter-token latency of the streams, over time",

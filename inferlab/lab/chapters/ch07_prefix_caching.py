@@ -86,8 +86,8 @@ def figure(data: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from inferlab.lab import figures as ilf
-    from inferlab.lab.chapters import _kit
+    from .. import figures as ilf
+    from . import _kit
     colors = {"uncached": ilf.PALETTE[5], "cached": ilf.PALETTE[0]}
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
         "agent loop: prompt tokens computed per round", "agent loop: TTFT per round",

@@ -130,8 +130,8 @@ def measure(smoke: bool = False, user: str = USER, **engine_kw) -> dict:
 def figure(data: dict):
     import plotly.graph_objects as go
 
-    from inferlab.lab import figures as ilf
-    from inferlab.lab.chapters import _kit
+    from .. import figures as ilf
+    from . import _kit
     colors = {"streamed": ilf.PALETTE[0], "chunked": ilf.PALETTE[2], "buffered": ilf.PALETTE[5]}
     fig = go.Figure()
     for p, r in data["runs"].items():

@@ -44,7 +44,7 @@ def recorded_gpu_numbers(path: str | None = None) -> dict:
 
 
 def measure(smoke: bool = False, repeats: int | None = None) -> dict:
-    from inferlab.sim.costmodel import BANDWIDTH_EFFICIENCY, get_gpu
+    from inferlab.sim.gpus import BANDWIDTH_EFFICIENCY, get_gpu
     from inferlab.kernels import bench
     repeats = repeats or (3 if smoke else 7)
     rows = [bench.bench_one(b, c, repeats) for b, c in _cases(smoke)]
@@ -60,8 +60,8 @@ def measure(smoke: bool = False, repeats: int | None = None) -> dict:
 def figure(data: dict):
     import plotly.graph_objects as go
 
-    from inferlab.lab import figures as ilf
-    from inferlab.lab.chapters import _kit
+    from .. import figures as ilf
+    from . import _kit
     rows = data["rows"]
     x = [f"{r['batch']} x {r['context']}" for r in rows]
     fig = go.Figure()

@@ -1,6 +1,6 @@
 """Chapter 10: multi-GPU what-if: tensor parallelism, SIMULATED with the roofline cost model.
 
-Nothing here runs on several GPUs. The numbers come from inferlab.sim.costmodel: datasheet
+Nothing here runs on several GPUs. The numbers come from inferlab.sim (gpus, costmodel): datasheet
 bandwidths and FLOP/s, the model's published shape, Megatron-style tensor parallelism (each
 layer's weights and KV heads split over ``tp`` GPUs, two all-reduces of the activations per
 layer). What it shows is arithmetic, not measurement: splitting a model frees memory on each GPU
@@ -9,7 +9,9 @@ does not get ``tp`` times faster.
 """
 from __future__ import annotations
 
-from inferlab.sim.costmodel import (GB, allreduce_time, get_gpu, model_shape, step_time, tensor_parallel)
+from inferlab.core.shapes import model_shape
+from inferlab.sim.costmodel import allreduce_time, step_time, tensor_parallel
+from inferlab.sim.gpus import GB, get_gpu
 
 TITLE = "Multi-GPU what-if: tensor parallelism (simulated)"
 CLAIM = ("Tensor parallelism splits weights and KV cache across GPUs, so a model too big for one "
@@ -50,8 +52,8 @@ def figure(data: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from inferlab.lab import figures as ilf
-    from inferlab.lab.chapters import _kit
+    from .. import figures as ilf
+    from . import _kit
     models = list(data["models"])
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
         f"memory per GPU (batch {data['batch']} x {data['context']} tokens)",

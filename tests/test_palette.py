@@ -1,0 +1,132 @@
+"""One home per fact: colours live in inferlab/lab/palette.py only, the KV block-state bits
+in widgets/kv_map.py only; the widgets (JS, CSS) and their figures read them from there."""
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import inferlab as il
+from inferlab.lab import figures, palette
+from inferlab.observe.trace import Trace
+from inferlab.widgets import KVBlockMap, SchedulerTimeline, TokenStream, View
+from inferlab.widgets import kv_map as kv_mod
+from inferlab.widgets.timeline import KINDS
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+HEX = re.compile(r"#[0-9a-fA-F]{6}\b|#[0-9a-fA-F]{3}\b")
+# JupyterLab theme colours keep their fallbacks: CSS var(--jp-x, #fff), JS ilVar(el, "--jp-x", "#fff")
+THEME_FALLBACK = re.compile(r"""var\(--jp-[\w-]+,\s*#[0-9a-fA-F]{3,6}\)"""
+                            r"""|["']--jp-[\w-]+["'],\s*["']#[0-9a-fA-F]{3,6}["']""")
+
+
+def _sources():
+    return sorted((ROOT / "widgets").glob("*.js")) + sorted((ROOT / "widgets").glob("*.css")) \
+        + [ROOT / "inferlab" / "lab" / "figures.py"]
+
+
+@pytest.fixture(scope="module")
+def trace():
+    eng = il.Engine("tiny", num_blocks=32, block_size=4, max_num_seqs=4)
+    tr = Trace.record(eng)
+    sp = il.SamplingParams(max_tokens=5, ignore_eos=True)
+    eng.add_request([5, 6, 7, 8, 9, 10, 11, 12, 13], sp)
+    eng.step()
+    eng.add_request([5, 6, 7, 8, 9, 10, 11, 12, 40, 41], sp)
+    while eng.has_unfinished_requests():
+        eng.step()
+    return tr.stop()
+
+
+def test_sources_are_scanned():
+    names = {p.name for p in _sources()}
+    assert {"common.js", "kv_map.js", "timeline.js", "kv_map.css", "token_stream.css",
+            "figures.py"} <= names
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: p.name)
+def test_no_hex_colour_outside_palette(path):
+    text = THEME_FALLBACK.sub("", path.read_text(encoding="utf-8"))
+    hits = [(i + 1, line.strip()) for i, line in enumerate(text.splitlines())
+            if HEX.search(line)]
+    assert not hits, f"hex colours in {path.name} (put them in inferlab/lab/palette.py): {hits}"
+
+
+def test_palette_values_are_colours():
+    colours = [*palette.OWNER, *palette.KIND.values(), *palette.KV.values()]
+    colours += [c for n in palette.NEUTRAL.values() for c in n.values()]
+    assert all(re.fullmatch(r"#[0-9A-F]{6}", c) for c in colours), colours
+    assert palette.owner(len(palette.OWNER)) == palette.OWNER[0]
+    # the kinds' order is the seg_kind wire code the JS indexes with
+    assert list(palette.KIND) == sorted(KINDS, key=KINDS.get)
+
+
+def test_css_variables_reach_every_view():
+    css = palette.css_variables()
+    assert css.startswith(".il-view {")
+    for k, c in palette.KIND.items():
+        assert f"--il-kind-{k}: {c};" in css
+    for i, c in enumerate(palette.OWNER):
+        assert f"--il-owner-{i}: {c};" in css
+    assert f"--il-owner-count: {len(palette.OWNER)};" in css
+    for k, c in palette.KV.items():
+        assert f"--il-kv-{k}: {c};" in css
+    for cls in (SchedulerTimeline, KVBlockMap, TokenStream):
+        assert issubclass(cls, View) and cls._css.startswith(css), cls
+        assert cls()._css.startswith(css)
+    # the views' root element carries the class the variables are set on
+    for js in ("timeline.js", "kv_map.js", "token_stream.js", "comparison.js"):
+        assert '"il-view ' in (ROOT / "widgets" / js).read_text(encoding="utf-8"), js
+
+
+def test_figures_use_palette():
+    assert figures.KIND_COLORS == palette.KIND
+    assert tuple(figures.PALETTE) == palette.OWNER
+    import plotly.io as pio
+    for name, key in (("inferlab", "light"), ("inferlab_dark", "dark")):
+        lay = pio.templates[name].layout
+        assert lay.paper_bgcolor == palette.NEUTRAL[key]["bg"]
+        assert lay.font.color == palette.NEUTRAL[key]["fg"]
+        assert lay.xaxis.gridcolor == palette.NEUTRAL[key]["grid"]
+
+
+def test_timeline_figure_kind_colours(trace):
+    fig = SchedulerTimeline(trace).figure()
+    lanes = [tr for tr in fig.data if tr.type == "bar" and tr.orientation == "h"]
+    assert {tr.name for tr in lanes} >= {"prefill", "decode"}
+    for tr in lanes:
+        assert tr.marker.color == palette.KIND[tr.name], tr.name
+    strip = [tr for tr in fig.data if tr.type == "bar" and tr.orientation != "h"]
+    assert {tr.marker.color for tr in strip} == {palette.KIND["prefill"], palette.KIND["decode"]}
+
+
+def test_kv_figure_owner_colours_match_widget(trace):
+    kv = KVBlockMap(trace)
+    k = next(i for i, r in enumerate(trace.records) if len(r.block_tables) == 2)
+    kv.cursor = k
+    owners = list(kv.owners)                  # owner index -> request id, as the JS sees it
+    fig = kv.figure()
+    seen = 0
+    for tr in fig.data:
+        if tr.name == "free":
+            assert tr.marker.color == palette.KV["free"]
+        else:
+            assert tr.marker.color == palette.owner(owners.index(tr.name)), tr.name
+            seen += 1
+    assert seen == 2
+
+
+def test_kv_flags_have_one_home(trace):
+    assert kv_mod.FLAGS == {"cached": 1, "shared": 2, "reserved": 4}
+    assert (kv_mod.CACHED, kv_mod.SHARED, kv_mod.RESERVED) == (1, 2, 4)
+    kv = KVBlockMap(trace)
+    assert kv.flags == kv_mod.FLAGS and kv.trait_metadata("flags", "sync")
+    flags = np.frombuffer(kv.cell_flags, "u1")
+    cells = kv.cells()
+    for c, f in zip(cells, flags):
+        assert c["flags"] == f
+        assert [c[n] for n in kv_mod.FLAGS] == [bool(f & b) for b in kv_mod.FLAGS.values()]
+    js = (ROOT / "widgets" / "kv_map.js").read_text(encoding="utf-8")
+    assert not re.search(r"&\s*\d", js), "kv_map.js: use the named flags (F.cached ...)"
+    for name in kv_mod.FLAGS:
+        assert f"F.{name}" in js
