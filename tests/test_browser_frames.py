@@ -11,7 +11,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_replay_frame_time_under_budget(tmp_path):
-    from inferlab.bench.engine import widgets as bw
+    from inferlab.bench import widgets as bw
     if not os.path.exists(bw.CHROMIUM):
         pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
     import playwright  # noqa: F401 - a dev dependency: missing means a broken setup
