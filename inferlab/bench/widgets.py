@@ -19,19 +19,14 @@ import contextlib
 import json
 import os
 import pathlib
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 from ..core.shapes import cdiv
+from .jupyter import CHROMIUM, browser_page, jupyterlab
 
-CHROMIUM = "/usr/bin/chromium"
 BUDGET_MS = 50.0
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 # --- the trace -------------------------------------------------------------------------
@@ -55,61 +50,6 @@ def make_trace(path, num_requests: int = 200, min_steps: int = 2000, seed: int =
 
 
 # --- JupyterLab ------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def jupyterlab(root: pathlib.Path, started=None):
-    """A JupyterLab on 127.0.0.1 (free port, own token, ``root`` as its root dir); yields
-    (url, token) once it answers; stopped by its own pid afterwards. ``started`` runs while
-    the server boots (e.g. to make the trace)."""
-    root = pathlib.Path(root)
-    port, token = _free_port(), "inferlab-bench-" + os.urandom(8).hex()
-    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(root / ".ws"), JUPYTER_CONFIG_DIR=str(root / ".cfg"),
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    log = open(root / "lab.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--LabApp.news_url=None", "--ServerApp.open_browser=False"]
-        + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if started is not None:
-            started()
-        for _ in range(240):
-            if proc.poll() is not None:
-                break
-            try:
-                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            raise RuntimeError("JupyterLab did not start: "
-                               + (root / "lab.log").read_text()[-2000:])
-        if proc.poll() is not None:
-            raise RuntimeError("JupyterLab exited: " + (root / "lab.log").read_text()[-2000:])
-        req = urllib.request.Request(
-            f"{url}/lab/api/settings/@jupyterlab/apputils-extension:notification",
-            data=json.dumps({"raw": json.dumps({"fetchNews": "false"})}).encode(), method="PUT",
-            headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
-        urllib.request.urlopen(req, timeout=10)
-        yield url, token
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
-
 def _notebook(path: pathlib.Path, trace_path: str):
     cells = [
         "from inferlab.observe.trace import Trace\nfrom inferlab.widgets import KVBlockMap, "
@@ -179,10 +119,7 @@ def measure(url, token, nb_name, num_positions, shots=None):
     from playwright.sync_api import sync_playwright
     errors = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        browser, page = browser_page(p, errors)
         try:
             page.goto(f"{url}/lab/tree/{nb_name}?token={token}")
             page.wait_for_selector(".jp-Notebook", timeout=60_000)

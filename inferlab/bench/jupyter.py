@@ -1,0 +1,88 @@
+"""Starting JupyterLab and a headless browser: the one way the benchmarks and tests do it.
+
+    with jupyterlab(root) as (url, token):          # 127.0.0.1, free port, its own token
+        with sync_playwright() as p:
+            browser, page = browser_page(p, errors)   # Debian's chromium; errors collected
+
+Debian's chromium (``make chromium``), never a browser download. The flags keep it from
+calling out to Google's services, which a closed network refuses many times a second.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def browser_page(playwright, errors: list, width: int = 1280, height: int = 900):
+    """(browser, page) in headless chromium; console errors and page errors go to ``errors``."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return browser, page
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def jupyterlab(root: pathlib.Path, started=None):
+    """A JupyterLab on 127.0.0.1 (free port, own token, ``root`` as its root dir); yields
+    (url, token) once it answers; stopped by its own pid afterwards. ``started`` runs while
+    the server boots (e.g. to make the trace)."""
+    root = pathlib.Path(root)
+    port, token = _free_port(), "inferlab-bench-" + os.urandom(8).hex()
+    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(root / ".ws"), JUPYTER_CONFIG_DIR=str(root / ".cfg"),
+               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    log = open(root / "lab.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         "--LabApp.news_url=None", "--ServerApp.open_browser=False"]
+        + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if started is not None:
+            started()
+        for _ in range(240):
+            if proc.poll() is not None:
+                break
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            raise RuntimeError("JupyterLab did not start: "
+                               + (root / "lab.log").read_text()[-2000:])
+        if proc.poll() is not None:
+            raise RuntimeError("JupyterLab exited: " + (root / "lab.log").read_text()[-2000:])
+        req = urllib.request.Request(
+            f"{url}/lab/api/settings/@jupyterlab/apputils-extension:notification",
+            data=json.dumps({"raw": json.dumps({"fetchNews": "false"})}).encode(), method="PUT",
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=10)
+        yield url, token
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

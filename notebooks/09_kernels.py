@@ -1,0 +1,68 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 9. The decode attention kernel
+#
+# For every new token, attention reads the K and V of the whole context from the paged cache.
+# The **reference** (torch) first gathers the scattered blocks into one tensor, then computes
+# softmax attention: it moves the data twice. The **numba** kernel walks the block table and
+# keeps a running softmax, reading each block once, in place.
+
+# %%
+import inferlab as il
+from inferlab.lab.chapters import smoke, ch09_kernels as ch
+from inferlab.lab.chapters._display import show
+
+SMOKE = smoke()   # INFERLAB_SMOKE=1 shrinks the workload (CI, quick look)
+print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
+
+# %% [markdown]
+# Both run now, on this machine, on the same shuffled caches at SmolLM2-135M's attention shape
+# (9 query heads, 3 KV heads, head size 64, blocks of 16). The grey marks are *not* measured:
+# they are the time an H200 would need at 80% of its memory bandwidth, to show the scale.
+# The full table, and the method, are in BENCHMARKS.md (`python -m inferlab.kernels.bench`).
+
+# %%
+data = ch.measure(smoke=SMOKE)
+print(ch.summary(data))
+print("GPU:", data["gpu"]["note"])
+
+# %%
+fig = ch.figure(data)
+show(fig)   # fig.show() for the interactive version
+
+# %% [markdown]
+# No GPU numbers have been recorded yet: the CUDA kernels are tested in numba's CUDA simulator
+# only, and `kernels/gpu_check.sh` is ready for the first GPU run. Until then this chapter
+# shows CPU measurements and a labelled bandwidth estimate, not GPU timings.
+
+# %% [markdown]
+# ### The check
+# This cell fails if the effect went the other way.
+
+# %%
+import statistics
+speedups = [r["speedup"] for r in data["rows"]]
+assert statistics.median(speedups) > 1.0, "numba should beat the gather-then-attend reference"
+print("median speedup of numba over the reference:", f"{statistics.median(speedups):.1f}x")
+
+# %% [markdown]
+# ## Claim vs measured here
+
+# %%
+print("Claim:   ", ch.CLAIM)
+print()
+print("Measured:", ch.summary(data))

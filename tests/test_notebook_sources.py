@@ -1,0 +1,74 @@
+"""The notebooks are generated from their sources: notebooks/NN_name.py (jupytext percent
+format) is paired with notebooks/NN_name.ipynb, and the committed .ipynb carries exactly the
+cells of its source (outputs aside). After editing a .py, run `make notebooks-sync` (inputs
+only) or `make notebooks NB=NN_name` (and execute); see the Makefile.
+"""
+from __future__ import annotations
+
+import pathlib
+
+import jupytext
+import nbformat
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+FIX = "re-sync it with `make notebooks-sync NB={name}`"
+
+
+def _names(pattern: str) -> set[str]:
+    # conftest.py and any other helper module there is not a notebook source
+    return {p.stem for p in NOTEBOOKS.glob(pattern) if p.stem[:2].isdigit()}
+
+
+SOURCES, NOTEBOOK_FILES = _names("*.py"), _names("*.ipynb")
+
+
+def test_every_source_has_its_notebook_and_back():
+    assert SOURCES, "no notebooks/NN_*.py sources found"
+    no_ipynb = sorted(SOURCES - NOTEBOOK_FILES)
+    no_py = sorted(NOTEBOOK_FILES - SOURCES)
+    assert not no_ipynb, f"sources without a committed .ipynb: {no_ipynb} (run `make notebooks-sync`)"
+    assert not no_py, (f"notebooks without a .py source: {no_py} "
+                       "(create it: jupytext --set-formats ipynb,py:percent notebooks/NAME.ipynb)")
+
+
+def _cells(nb) -> list[tuple[str, str]]:
+    return [(c.cell_type, c.source) for c in nb.cells]
+
+
+def first_difference(name: str, want: list[tuple[str, str]], have: list[tuple[str, str]]) -> str | None:
+    """A readable description of the first cell where `have` (.ipynb) differs from `want` (.py)."""
+    for i, (w, h) in enumerate(zip(want, have)):
+        if w != h:
+            return (f"{name}: cell {i} differs between {name}.py and {name}.ipynb\n"
+                    f"--- {name}.py ({w[0]}):\n{w[1]}\n--- {name}.ipynb ({h[0]}):\n{h[1]}")
+    if len(want) != len(have):
+        i = min(len(want), len(have))
+        extra, where = (want, f"{name}.py") if len(want) > len(have) else (have, f"{name}.ipynb")
+        return (f"{name}: {name}.py has {len(want)} cells, {name}.ipynb has {len(have)}; "
+                f"first extra cell {i} only in {where} ({extra[i][0]}):\n{extra[i][1]}")
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES & NOTEBOOK_FILES))
+def test_committed_notebook_matches_its_source(name):
+    py = NOTEBOOKS / f"{name}.py"
+    source = jupytext.read(py)
+    committed = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    for nb, what in ((source, f"{name}.py"), (committed, f"{name}.ipynb")):
+        formats = nb.metadata.get("jupytext", {}).get("formats", "")
+        assert "py:percent" in formats and "ipynb" in formats, (
+            f"{what} is not paired (jupytext formats {formats!r}, want 'ipynb,py:percent')")
+    diff = first_difference(name, _cells(source), _cells(committed))
+    if diff is not None:
+        pytest.fail(diff + "\n" + FIX.format(name=name), pytrace=False)
+
+
+def test_first_difference_names_the_cell():
+    a = [("markdown", "# t"), ("code", "x = 1")]
+    assert first_difference("nb", a, list(a)) is None
+    msg = first_difference("nb", a, [("markdown", "# t"), ("code", "x = 2")])
+    assert "nb: cell 1 differs" in msg and "x = 1" in msg and "x = 2" in msg
+    msg = first_difference("nb", a, a[:1])
+    assert "first extra cell 1 only in nb.py" in msg
