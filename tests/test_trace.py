@@ -31,6 +31,31 @@ def test_records_every_step_with_metadata(run):
     assert sum(len(v) for v in trace.token_texts().values()) == 36
 
 
+def test_requests_come_from_queued_events_not_the_engine():
+    """A Trace subscribed by hand (it never sees the engine) still learns each request from
+    its "queued" event; Trace.record reads only the engine's public attributes."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from inferlab.core.events import RequestEvent, RequestInfo, StepRecord
+
+    @dataclasses.dataclass
+    class Cfg:
+        block_size: int = 4
+    subs = []
+    eng = SimpleNamespace(config=Cfg(), model_name="m", clock_name="wall", num_blocks=8,
+                          subscribe=lambda fn: subs.append(fn) or (lambda: subs.remove(fn)))
+    trace = Trace.record(eng)
+    assert subs == [trace] and trace.meta["num_blocks"] == 8
+    info = RequestInfo(3, 0.5, "x" * 3000)
+    subs[0](StepRecord(0, 1.0, 2.0, 1.0, None, "wall", [], 0, 8,
+                       [], [RequestEvent("a", "queued", info=info)], [], 0, 8, 0, 0, 0, 1, 4))
+    trace.stop()
+    assert subs == []
+    assert trace.requests == {"a": {"prompt_len": 3, "arrival": 0.5, "prompt_text": "x" * 2000}}
+    assert trace.t0 == 0.5
+
+
 def test_stop_unsubscribes(run):
     eng, trace = run
     n = len(trace)
@@ -53,9 +78,7 @@ def test_lanes_cover_each_request(run):
 
 
 def test_preempted_lane():
-    from inferlab.core.block_pool import KVEvent  # noqa: F401 - records built by hand
-    from inferlab.core.events import StepRecord
-    from inferlab.core.scheduler import RequestEvent, ScheduledChunk
+    from inferlab.core.events import RequestEvent, ScheduledChunk, StepRecord
 
     def rec(k, batch, events):
         return StepRecord(k, k * 1.0, k + 1.0, 1.0, None, "wall", batch, 1, 8, [], events, [],
@@ -76,7 +99,7 @@ def test_save_load_round_trip(run, tmp_path):
     _, trace = run
     p = trace.save(tmp_path / "run.trace.json")
     back = Trace.load(p)
-    assert [r.to_dict() for r in back.records] == [r.to_dict() for r in trace.records]
+    assert back.records == trace.records
     assert back.meta == json.loads(json.dumps(trace.meta)) and back.requests == trace.requests
     d = json.load(open(p))
     assert d["format"] == "inferlab-trace" and d["version"] == VERSION
@@ -88,8 +111,13 @@ def test_save_load_round_trip(run, tmp_path):
     ('[1, 2]', "not an inferlab trace"),
     ('{"format": "inferlab-trace", "version": 99, "steps": []}', "newer than this inferlab"),
     ('{"format": "inferlab-trace", "version": "1", "steps": []}', "integer"),
-    ('{"format": "inferlab-trace", "version": 1, "steps": {}}', "must be a list"),
-    ('{"format": "inferlab-trace", "version": 1, "steps": [{"step": 0}]}', "record #0"),
+    ('{"format": "inferlab-trace", "version": 1, "steps": {}}',
+     r"at \$\.steps: expected `array`, got `object`"),
+    ('{"format": "inferlab-trace", "version": 2, "meta": {}, "steps": {}}',
+     r"at \$\.steps: expected `array`, got `object`"),
+    ('{"format": "inferlab-trace", "version": 1, "steps": [{"step": 0}]}',
+     r"at \$\.steps\[0\]: object missing required field"),
+    ('{"format": "inferlab-trace", "version": 0, "steps": []}', "invalid trace format version"),
 ])
 def test_bad_files_raise_clear_errors(tmp_path, content, match):
     p = tmp_path / "bad.json"

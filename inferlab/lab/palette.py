@@ -21,6 +21,9 @@ BLUE = "#0072B2"
 VERMILLION = "#D55E00"
 REDDISH_PURPLE = "#CC79A7"
 GREY = "#BDBDBD"
+MUTED = "#999999"          # reference lines and guides in figures
+MUTED_TEXT = "#666666"     # annotations in figures
+INK = "#222222"            # text and strong lines on white
 
 # colour per owner (request, config, series), in order; also the plotly colorway
 OWNER: tuple[str, ...] = (BLUE, ORANGE, BLUISH_GREEN, REDDISH_PURPLE, SKY_BLUE, VERMILLION,
@@ -36,7 +39,7 @@ KV: dict[str, str] = {"used": OWNER[0], "free": GREY, "cached": YELLOW,
 
 # plotly template neutrals: text, grid lines, background
 NEUTRAL: dict[str, dict[str, str]] = {
-    "light": {"fg": "#222222", "grid": "#E5E5E5", "bg": "#FFFFFF"},
+    "light": {"fg": INK, "grid": "#E5E5E5", "bg": "#FFFFFF"},
     "dark": {"fg": "#E0E0E0", "grid": "#444444", "bg": "#111111"},
 }
 

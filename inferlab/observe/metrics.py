@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from inferlab.errors import InvalidInputError, check_type
+from ..errors import InvalidInputError, check_type
 
 NAN = float("nan")
 

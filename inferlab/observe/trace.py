@@ -6,94 +6,23 @@
     trace.to_chrome_trace("run.chrome.json")   # open in https://ui.perfetto.dev
     trace.replay(view)                 # into a widget with a time scrubber
 
-Files are versioned JSON (never pickle): a malformed, foreign or newer file raises
-``TraceFormatError``. ``inferlab bench trace`` measures what recording costs.
+Files are versioned JSON (never pickle) in the format defined by ``trace_format``; older
+versions are migrated on load, and a malformed, foreign or newer file raises
+``TraceFormatError``. The recorder reads only step records and the engine's public
+attributes. ``inferlab bench trace`` measures what recording costs.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
-from dataclasses import dataclass
 
-from inferlab.errors import TraceFormatError
-from inferlab.core.events import StepRecord
+from ..core.events import StepRecord
+from . import trace_format
+from .chrome import chrome_trace
+from .lanes import COMPUTE, LaneBuilder, Segment  # noqa: F401 - re-exported
+from .trace_format import FORMAT, VERSION  # noqa: F401 - re-exported
 
-FORMAT = "inferlab-trace"
-VERSION = 1
-COMPUTE = ("prefill", "decode")
-
-
-@dataclass(slots=True)
-class Segment:
-    """One stretch of one request's life: queued | prefill | decode | preempted."""
-
-    request_id: str
-    kind: str
-    t0: float
-    t1: float
-    step0: int
-    step1: int
-    tokens: int = 0
-
-
-class LaneBuilder:
-    """Folds StepRecords, one at a time, into per-request segments (timelines, Perfetto)."""
-
-    def __init__(self, arrivals: dict | None = None):
-        self.arrivals = arrivals if arrivals is not None else {}
-        self.segments: list[Segment] = []
-        self.order: list[str] = []             # request ids by first appearance
-        self.finish: dict[str, tuple[float, str]] = {}   # rid -> (time, finished|aborted|...)
-        self._open: dict[str, Segment] = {}      # rid -> open queued/preempted segment
-        self._last: dict[str, Segment] = {}      # rid -> last compute segment
-        self.t_last = 0.0
-
-    def _see(self, rid):
-        if rid not in self._last and rid not in self._open and rid not in self.finish:
-            self.order.append(rid)
-
-    def add(self, rec: StepRecord) -> None:
-        k, t0, t1 = rec.step, rec.t_start, rec.t_end
-        for ev in rec.request_events:
-            if ev.kind == "queued":
-                self._see(ev.request_id)
-                start = min(self.arrivals.get(ev.request_id, t0), t0)
-                self._open[ev.request_id] = Segment(ev.request_id, "queued", start, t0, k, k)
-            elif ev.kind == "preempted":
-                self._close(ev.request_id, t0, k)
-                self._open[ev.request_id] = Segment(ev.request_id, "preempted", t0, t0, k, k)
-        for c in rec.batch:
-            rid = c.request_id
-            self._see(rid)
-            self._close(rid, t0, k)
-            last = self._last.get(rid)
-            if c.kind == "decode" and last is not None and last.kind == "decode" \
-                    and last.step1 == k - 1:
-                last.t1, last.step1 = t1, k
-                last.tokens += c.num_tokens
-            else:
-                seg = Segment(rid, c.kind, t0, t1, k, k, c.num_tokens)
-                self.segments.append(seg)
-                self._last[rid] = seg
-        for ev in rec.request_events:
-            if ev.kind in ("finished", "aborted", "rejected"):
-                self._see(ev.request_id)
-                self._close(ev.request_id, t1, k)
-                self.finish[ev.request_id] = (t1, ev.kind)
-        self.t_last = max(self.t_last, t1)
-
-    def _close(self, rid, t, k):
-        seg = self._open.pop(rid, None)
-        if seg is not None:
-            seg.t1, seg.step1 = max(t, seg.t0), k
-            self.segments.append(seg)
-
-    def all_segments(self) -> list[Segment]:
-        """Closed segments plus the still-open waits, cut at the last step's end."""
-        tail = [Segment(s.request_id, s.kind, s.t0, max(self.t_last, s.t0), s.step0, s.step1)
-                for s in self._open.values()]
-        return self.segments + tail
+__all__ = ["Trace", "LaneBuilder", "Segment", "FORMAT", "VERSION"]
 
 
 class Trace:
@@ -103,7 +32,6 @@ class Trace:
         self.records: list[StepRecord] = []
         self.meta: dict = dict(meta or {})
         self.requests: dict[str, dict] = {}    # rid -> prompt_len, arrival, prompt_text
-        self._engine = None
         self._unsubscribe = None
 
     # --- recording ----------------------------------------------------------------
@@ -121,7 +49,6 @@ class Trace:
                 "num_blocks": engine.num_blocks, "inferlab_version": __version__,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
         trace = cls({**info, **meta})
-        trace._engine = engine
         trace._unsubscribe = engine.subscribe(trace)
         return trace
 
@@ -134,18 +61,9 @@ class Trace:
 
     def __call__(self, rec: StepRecord) -> None:
         self.records.append(rec)
-        if self._engine is not None and rec.request_events:
-            self._note_requests(rec)
-
-    def _note_requests(self, rec):
-        reqs = self._engine.scheduler.requests
         for ev in rec.request_events:
-            r = reqs.get(ev.request_id) if ev.kind == "queued" else None
-            if r is not None:
-                text = r.prompt_text or ""
-                self.requests[ev.request_id] = {
-                    "prompt_len": len(r.prompt_token_ids), "arrival": r.arrival_time,
-                    "prompt_text": text[:2000]}
+            if ev.kind == "queued" and ev.info is not None:
+                self.requests[ev.request_id] = trace_format.request_entry(ev.info)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -188,91 +106,40 @@ class Trace:
 
     # --- files -------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "version": VERSION, "meta": self.meta,
-                "requests": self.requests, "steps": [r.to_dict() for r in self.records]}
+        """The trace as the JSON value of a current-version file."""
+        return trace_format.to_builtins(self)
 
     def save(self, path) -> str:
         path = os.fspath(path)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, separators=(",", ":"))
+        data = trace_format.encode(self)
+        with open(path, "wb") as f:
+            f.write(data)
         return path
 
     @classmethod
-    def from_dict(cls, d, source: str = "trace") -> "Trace":
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise TraceFormatError(f"{source} is not an inferlab trace (expected a JSON object "
-                                   f"with \"format\": \"{FORMAT}\")")
-        v = d.get("version")
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise TraceFormatError(f"{source} has no integer \"version\" (got {v!r})")
-        if v > VERSION:
-            raise TraceFormatError(f"{source} is trace format version {v}, newer than this "
-                                   f"inferlab reads (up to {VERSION}); upgrade inferlab")
-        if v < 1:
-            raise TraceFormatError(f"{source} has an invalid trace version {v}")
-        steps = d.get("steps")
-        if not isinstance(steps, list):
-            raise TraceFormatError(f"{source}: \"steps\" must be a list of step records")
-        from inferlab.observe.trace_format import validate
-        validate(d, source)
-        trace = cls(d.get("meta") or {})
-        trace.requests = dict(d.get("requests") or {})
-        for i, s in enumerate(steps):
-            try:
-                trace.records.append(StepRecord.from_dict(s))
-            except (TypeError, KeyError, ValueError, AttributeError) as e:
-                raise TraceFormatError(f"{source}: step record #{i} is malformed "
-                                       f"({type(e).__name__}: {e})") from None
+    def _from_file(cls, data, source: str) -> "Trace":
+        meta, requests, records = trace_format.from_file(data, source)
+        trace = cls(meta)
+        trace.requests = requests
+        trace.records = records
         return trace
+
+    @classmethod
+    def from_dict(cls, d, source: str = "trace") -> "Trace":
+        """A Trace from a file's parsed JSON value (any supported version)."""
+        return cls._from_file(d, source)
 
     @classmethod
     def load(cls, path) -> "Trace":
         path = os.fspath(path)
-        try:
-            with open(path, encoding="utf-8") as f:
-                d = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise TraceFormatError(f"{path} is not valid JSON ({e}); inferlab traces are JSON "
-                                   "files written by Trace.save()") from None
-        return cls.from_dict(d, source=path)
+        with open(path, "rb") as f:
+            data = f.read()
+        return cls._from_file(data, path)
 
     def to_chrome_trace(self, path=None) -> dict:
         """Chrome Trace Event Format: one thread (track) per request with its queued, prefill,
         decode and preempted slices; counters for KV usage and batch size. Opens in Perfetto."""
-        t0, us = self.t0, 1e6
-        pid = 1
-        lanes = self.lanes()
-        tid = {rid: i + 1 for i, rid in enumerate(lanes.order)}
-        ev = [{"ph": "M", "pid": pid, "name": "process_name",
-               "args": {"name": f"inferlab {self.meta.get('model', '')} "
-                                f"({self.meta.get('clock', 'wall')} clock)"}}]
-        for rid, i in tid.items():
-            ev.append({"ph": "M", "pid": pid, "tid": i, "name": "thread_name",
-                       "args": {"name": rid}})
-            ev.append({"ph": "M", "pid": pid, "tid": i, "name": "thread_sort_index",
-                       "args": {"sort_index": i}})
-        for s in lanes.all_segments():
-            ev.append({"ph": "X", "pid": pid, "tid": tid[s.request_id], "name": s.kind,
-                       "cat": "compute" if s.kind in COMPUTE else "wait",
-                       "ts": (s.t0 - t0) * us, "dur": max(s.t1 - s.t0, 0.0) * us,
-                       "args": {"steps": [s.step0, s.step1], "tokens": s.tokens}})
-        for rid, (t, kind) in lanes.finish.items():
-            ev.append({"ph": "i", "s": "t", "pid": pid, "tid": tid[rid], "name": kind,
-                       "ts": (t - t0) * us})
-        for r in self.records:
-            ts = (r.t_end - t0) * us
-            ev.append({"ph": "C", "pid": pid, "name": "KV usage", "ts": ts,
-                       "args": {"blocks_used": r.kv_blocks_used,
-                                "tokens_used": r.kv_tokens_used}})
-            ev.append({"ph": "C", "pid": pid, "name": "batch size", "ts": ts,
-                       "args": {"requests": len(r.batch), "prefill_tokens": r.num_prefill_tokens,
-                                "decode_tokens": r.num_decode_tokens}})
-        out = {"traceEvents": ev, "displayTimeUnit": "ms",
-               "otherData": {k: str(v) for k, v in self.meta.items() if k != "config"}}
-        if path is not None:
-            with open(os.fspath(path), "w", encoding="utf-8") as f:
-                json.dump(out, f, separators=(",", ":"))
-        return out
+        return chrome_trace(self, path)
 
     def replay(self, *views, step: int | None = None):
         """Load this trace into widgets (each gets a time scrubber); returns the first view."""

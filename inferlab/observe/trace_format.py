@@ -1,123 +1,286 @@
-"""What a saved trace may contain: every field's type and range, checked before loading.
+"""The saved trace format: versioned, and defined apart from the in-memory records.
 
 A trace file is data from outside (another machine, another version, a hand edit), so it is
-validated as strictly as user input: anything that loads can be replayed and exported.
+decoded as strictly as user input: the msgspec Structs below are the schema, and decoding
+checks every field (type, required key, range, kind) and names the path of the first bad one.
+Anything that loads can be replayed and exported.
+
+The in-memory records (``inferlab.core.events``) are converted field by field to and from
+these Structs, so a new field on a record changes no file until it is added here, with a
+version bump and a migration for the older files.
+
+    version 1 (release 0.1.0): a top-level ``requests`` table (prompt_len, arrival,
+        prompt_text) beside the steps; request events are ``{request_id, kind, detail}``.
+        Read by ``trace_format_v1`` and migrated to the current form on load.
+    version 2: the "queued" request event carries the request's ``info`` (prompt_len,
+        arrival, prompt_text cut to 2000 chars); the ``requests`` table is gone (it is
+        rebuilt from those events). Unknown keys are refused at every level but ``meta``.
+
+    to_file(trace) / encode(trace) / to_builtins(trace)    in memory -> current file form
+    from_file(bytes or parsed JSON, source) -> (meta, requests, records)   any version
 """
 from __future__ import annotations
 
-import math
+import re
+import sys
+from typing import Annotated, Any, Literal, Union
 
-from inferlab.errors import TraceFormatError
+import msgspec
 
+from ..core.events import (ChunkKind, EmittedToken, KVEvent, KVEventKind, RequestEvent,
+                           RequestEventKind, RequestInfo, ScheduledChunk, StepRecord)
+from ..errors import TraceFormatError
+
+FORMAT = "inferlab-trace"
+VERSION = 2
 MAX_BLOCKS = 1 << 22        # far above any real cache; keeps a hostile file from huge arrays
+MAX_BLOCK_SIZE = 1 << 16
+PROMPT_CHARS = 2000         # prompt text kept in a file, per request
+
+NonNeg = Annotated[int, msgspec.Meta(ge=0)]
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+Finite = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
+Plain = Union[str, int, float, bool, None]
 
 
-class _Bad(Exception):
+class _Strict(msgspec.Struct, forbid_unknown_fields=True):
     pass
 
 
-def _num(v, name, none_ok=False):
-    if v is None and none_ok:
-        return
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise _Bad(f"{name} must be a finite number, got {v!r}")
+# --- the current format (version 2) ------------------------------------------------------
+class Chunk(_Strict):
+    request_id: str
+    start: NonNeg
+    num_tokens: Positive
+    kind: ChunkKind
+    samples: bool
+    num_cached: NonNeg
 
 
-def _int(v, name, lo=0, hi=None):
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
-        rng = f">= {lo}" + (f" and <= {hi}" if hi is not None else "")
-        raise _Bad(f"{name} must be an int {rng}, got {v!r}")
+class Token(_Strict):
+    request_id: str
+    token_id: NonNeg
+    text: str
+    index: NonNeg
 
 
-def _str(v, name, none_ok=False, choices=None):
-    if v is None and none_ok:
-        return
-    if not isinstance(v, str) or (choices and v not in choices):
-        raise _Bad(f"{name} must be {'one of ' + str(choices) if choices else 'a string'}, "
-                   f"got {v!r}")
+class Info(_Strict):
+    prompt_len: NonNeg
+    arrival: Finite
+    prompt_text: Union[str, None]
 
 
-def _list(v, name):
-    if not isinstance(v, list):
-        raise _Bad(f"{name} must be a list, got {type(v).__name__}")
-    return v
+class ReqEvent(_Strict):
+    request_id: str
+    kind: RequestEventKind
+    detail: Union[str, None]
+    info: Union[Info, None]          # v2: set on "queued"
 
 
-def _dict(v, name, keys=None):
-    if not isinstance(v, dict):
-        raise _Bad(f"{name} must be an object, got {type(v).__name__}")
-    if keys is not None and set(v) != set(keys):
-        raise _Bad(f"{name} must have exactly the keys {sorted(keys)}, got {sorted(v)}")
-    return v
+class BlockEvent(_Strict):
+    kind: KVEventKind
+    block_ids: list[NonNeg]
+    request_id: Union[str, None]
 
 
-def _step(s: dict, total_cap: int) -> None:
-    from inferlab.core.events import StepRecord
-    keys = StepRecord.__dataclass_fields__.keys()
-    _dict(s, "step", keys)
-    for k in ("t_start", "t_end", "wall_duration"):
-        _num(s[k], k)
-    _num(s["sim_duration"], "sim_duration", none_ok=True)
-    _str(s["clock"], "clock")
-    for k in ("step", "num_batched_tokens", "token_budget", "kv_blocks_used", "kv_tokens_used",
-              "kv_slots_allocated", "num_running", "num_waiting"):
-        _int(s[k], k)
-    _int(s["kv_blocks_total"], "kv_blocks_total", 1, total_cap)
-    _int(s["block_size"], "block_size", 1, 1 << 16)
-    nblocks = s["kv_blocks_total"]
-    for c in _list(s["batch"], "batch"):
-        _dict(c, "batch[i]", ("request_id", "start", "num_tokens", "kind", "samples",
-                              "num_cached"))
-        _str(c["request_id"], "batch[i].request_id")
-        _int(c["start"], "batch[i].start")
-        _int(c["num_tokens"], "batch[i].num_tokens", 1)
-        _int(c["num_cached"], "batch[i].num_cached")
-        _str(c["kind"], "batch[i].kind", choices=("prefill", "decode"))
-        if not isinstance(c["samples"], bool):
-            raise _Bad("batch[i].samples must be true or false")
-    for e in _list(s["emitted"], "emitted"):
-        _dict(e, "emitted[i]", ("request_id", "token_id", "text", "index"))
-        _str(e["request_id"], "emitted[i].request_id")
-        _str(e["text"], "emitted[i].text")
-        _int(e["token_id"], "emitted[i].token_id")
-        _int(e["index"], "emitted[i].index")
-    for e in _list(s["request_events"], "request_events"):
-        _dict(e, "request_events[i]", ("request_id", "kind", "detail"))
-        _str(e["request_id"], "request_events[i].request_id")
-        _str(e["kind"], "request_events[i].kind")
-        _str(e["detail"], "request_events[i].detail", none_ok=True)
-    for e in _list(s["kv_events"], "kv_events"):
-        _dict(e, "kv_events[i]", ("kind", "block_ids", "request_id"))
-        _str(e["kind"], "kv_events[i].kind")
-        _str(e["request_id"], "kv_events[i].request_id", none_ok=True)
-        for b in _list(e["block_ids"], "kv_events[i].block_ids"):
-            _int(b, "block id", 0, nblocks - 1)
-    for rid, table in _dict(s["block_tables"], "block_tables").items():
-        for b in _list(table, f"block_tables[{rid!r}]"):
-            _int(b, "block id", 0, nblocks - 1)
-    for rid, n in _dict(s["stored_tokens"], "stored_tokens").items():
-        _int(n, f"stored_tokens[{rid!r}]")
+class Step(_Strict):
+    step: NonNeg
+    t_start: Finite
+    t_end: Finite
+    wall_duration: Finite
+    sim_duration: Union[Finite, None]
+    clock: str
+    batch: list[Chunk]
+    num_batched_tokens: NonNeg
+    token_budget: NonNeg
+    emitted: list[Token]
+    request_events: list[ReqEvent]
+    kv_events: list[BlockEvent]
+    kv_blocks_used: NonNeg
+    kv_blocks_total: Annotated[int, msgspec.Meta(ge=1, le=MAX_BLOCKS)]
+    kv_tokens_used: NonNeg
+    kv_slots_allocated: NonNeg
+    num_running: NonNeg
+    num_waiting: NonNeg
+    block_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BLOCK_SIZE)]
+    block_tables: dict[str, list[NonNeg]]
+    stored_tokens: dict[str, NonNeg]
 
 
-def validate(d, source: str) -> None:
-    """Raise TraceFormatError naming the first problem in a trace's dict form."""
+class TraceFile(_Strict):
+    format: Literal["inferlab-trace"]
+    version: Literal[2]
+    meta: dict[str, Any]
+    steps: list[Step]
+
+
+class MetaKnown(msgspec.Struct):
+    """The meta keys inferlab reads (other keys are free-form notes and pass through)."""
+
+    model: Union[str, None] = None
+    clock: Union[str, None] = None
+    config: dict[str, Plain] = {}
+
+
+class _Header(msgspec.Struct):
+    format: Any = None
+    version: Any = None
+
+
+# --- in memory -> file -----------------------------------------------------------------
+def _text(s):
+    """Prompt text as kept in a file: cut, and safe to encode as UTF-8."""
+    if s is None:
+        return None
+    s = s[:PROMPT_CHARS]
     try:
-        meta = _dict(d.get("meta", {}), "meta")
-        _dict(meta.get("config", {}), "meta.config")
-        for k in ("model", "clock"):
-            _str(meta.get(k, ""), f"meta.{k}", none_ok=True)
-        for k, v in meta.get("config", {}).items():
-            if isinstance(v, (dict, list)):
-                raise _Bad(f"meta.config.{k} must be a plain value")
-        for rid, info in _dict(d.get("requests", {}), "requests").items():
-            _dict(info, f"requests[{rid!r}]")
-            _int(info.get("prompt_len", 0), f"requests[{rid!r}].prompt_len")
-            _num(info.get("arrival"), f"requests[{rid!r}].arrival", none_ok=True)
-            _str(info.get("prompt_text", ""), f"requests[{rid!r}].prompt_text")
-        for i, s in enumerate(_list(d.get("steps"), "steps")):
-            try:
-                _step(s, MAX_BLOCKS)
-            except _Bad as e:
-                raise _Bad(f"step record #{i}: {e}") from None
-    except _Bad as e:
-        raise TraceFormatError(f"{source} is malformed: {e}") from None
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        s = s.encode("utf-8", "replace").decode("utf-8")
+    return s
+
+
+def _event_to_file(e: RequestEvent) -> ReqEvent:
+    i = e.info
+    info = None if i is None else Info(i.prompt_len, i.arrival, _text(i.prompt_text))
+    return ReqEvent(e.request_id, e.kind, e.detail, info)
+
+
+def step_to_file(r: StepRecord) -> Step:
+    return Step(
+        step=r.step, t_start=r.t_start, t_end=r.t_end, wall_duration=r.wall_duration,
+        sim_duration=r.sim_duration, clock=r.clock,
+        batch=[Chunk(c.request_id, c.start, c.num_tokens, c.kind, c.samples, c.num_cached)
+               for c in r.batch],
+        num_batched_tokens=r.num_batched_tokens, token_budget=r.token_budget,
+        emitted=[Token(e.request_id, e.token_id, e.text, e.index) for e in r.emitted],
+        request_events=[_event_to_file(e) for e in r.request_events],
+        kv_events=[BlockEvent(e.kind, list(e.block_ids), e.request_id) for e in r.kv_events],
+        kv_blocks_used=r.kv_blocks_used, kv_blocks_total=r.kv_blocks_total,
+        kv_tokens_used=r.kv_tokens_used, kv_slots_allocated=r.kv_slots_allocated,
+        num_running=r.num_running, num_waiting=r.num_waiting, block_size=r.block_size,
+        block_tables={k: list(v) for k, v in r.block_tables.items()},
+        stored_tokens=dict(r.stored_tokens))
+
+
+def to_file(trace) -> TraceFile:
+    """The current file form of a trace (anything with ``.meta`` and ``.records``)."""
+    return TraceFile(FORMAT, VERSION, dict(trace.meta),
+                     [step_to_file(r) for r in trace.records])
+
+
+def encode(trace) -> bytes:
+    """A trace as the bytes of a current-version JSON file."""
+    return msgspec.json.encode(to_file(trace))
+
+
+def to_builtins(trace) -> dict:
+    """A trace as the current file's JSON value (dicts, lists, strs, numbers)."""
+    return msgspec.to_builtins(to_file(trace))
+
+
+# --- file -> in memory -----------------------------------------------------------------
+def step_from_file(s: Step) -> StepRecord:
+    def event(e: ReqEvent) -> RequestEvent:
+        i = e.info
+        info = None if i is None else RequestInfo(i.prompt_len, i.arrival, i.prompt_text)
+        return RequestEvent(e.request_id, e.kind, e.detail, info)
+    return StepRecord(
+        step=s.step, t_start=s.t_start, t_end=s.t_end, wall_duration=s.wall_duration,
+        sim_duration=s.sim_duration, clock=s.clock,
+        batch=[ScheduledChunk(c.request_id, c.start, c.num_tokens, c.kind, c.samples,
+                              c.num_cached) for c in s.batch],
+        num_batched_tokens=s.num_batched_tokens, token_budget=s.token_budget,
+        emitted=[EmittedToken(e.request_id, e.token_id, e.text, e.index) for e in s.emitted],
+        request_events=[event(e) for e in s.request_events],
+        kv_events=[KVEvent(e.kind, e.block_ids, e.request_id) for e in s.kv_events],
+        kv_blocks_used=s.kv_blocks_used, kv_blocks_total=s.kv_blocks_total,
+        kv_tokens_used=s.kv_tokens_used, kv_slots_allocated=s.kv_slots_allocated,
+        num_running=s.num_running, num_waiting=s.num_waiting, block_size=s.block_size,
+        block_tables=s.block_tables, stored_tokens=s.stored_tokens)
+
+
+def request_entry(info: RequestInfo) -> dict:
+    """A queued request's info as kept in ``Trace.requests``."""
+    return {"prompt_len": info.prompt_len, "arrival": info.arrival,
+            "prompt_text": (info.prompt_text or "")[:PROMPT_CHARS]}
+
+
+def _say(e: msgspec.ValidationError, prefix: str = "$") -> tuple[str, str]:
+    """msgspec's "Expected `int` >= 0 - at `$.steps[3].start`" as (path, what)."""
+    msg = str(e)
+    what, sep, path = msg.rpartition(" - at `")
+    if not sep:
+        what, path = msg, ""
+    path = prefix + path.rstrip("`")[1:] if path else prefix
+    what = re.sub(r"`float` [<>]= -?1\.7976931348623157e\+308", "a finite number", what)
+    return path, what[:1].lower() + what[1:]
+
+
+def _check(f: TraceFile) -> tuple[str, str] | None:
+    """What the schema alone cannot say (the free-form meta's known keys, block ids within
+    each step's cache): the first problem as (path, what), or None."""
+    try:
+        msgspec.convert(f.meta, MetaKnown)
+    except msgspec.ValidationError as e:
+        return _say(e, "$.meta")
+    for i, s in enumerate(f.steps):
+        top = s.kv_blocks_total - 1
+        places = [(f"$.steps[{i}].kv_events[{j}].block_ids", e.block_ids)
+                  for j, e in enumerate(s.kv_events)]
+        places += [(f"$.steps[{i}].block_tables[{rid!r}]", t) for rid, t in
+                   s.block_tables.items()]
+        for path, ids in places:
+            bad = [b for b in ids if b > top]
+            if bad:
+                return path, (f"block id {bad[0]} is outside 0..{top} "
+                              f"(kv_blocks_total is {s.kv_blocks_total})")
+    return None
+
+
+def from_file(data, source: str = "trace"):
+    """Decode a trace file (its bytes, or its already-parsed JSON value) of any supported
+    version: returns ``(meta, requests, records)``. Raises TraceFormatError naming the
+    problem (the field's path and what was expected) for foreign, newer or malformed data."""
+    raw = isinstance(data, (bytes, bytearray, memoryview))
+
+    def decode(typ):
+        return msgspec.json.decode(data, type=typ) if raw else msgspec.convert(data, typ)
+    try:
+        head = decode(_Header)
+    except msgspec.ValidationError:         # (a DecodeError too: caught first)
+        head = None
+    except msgspec.DecodeError as e:
+        raise TraceFormatError(f"{source} is not valid JSON ({e}); inferlab traces are JSON "
+                               "files written by Trace.save()") from None
+    if head is None or head.format != FORMAT:
+        raise TraceFormatError(f"{source} is not an inferlab trace (expected a JSON object "
+                               f"with \"format\": \"{FORMAT}\")")
+    v = head.version
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TraceFormatError(f"{source} has no integer \"version\" (got {v!r})")
+    if v > VERSION:
+        raise TraceFormatError(f"{source} is trace format version {v}, newer than this "
+                               f"inferlab reads (up to {VERSION}); upgrade inferlab")
+    if v < 1:
+        raise TraceFormatError(f"{source} has an invalid trace format version {v}")
+    try:
+        extra: dict[str, dict] = {}
+        if v == 1:
+            from .trace_format_v1 import TraceFileV1, migrate
+            f, extra = migrate(decode(TraceFileV1))
+        else:
+            f = decode(TraceFile)
+        problem = _check(f)
+    except msgspec.ValidationError as e:
+        problem = _say(e)
+    if problem is not None:
+        path, what = problem
+        raise TraceFormatError(f"{source} (trace format v{v}) is malformed at {path}: {what}")
+    records = [step_from_file(s) for s in f.steps]
+    requests = {}
+    for rec in records:
+        for e in rec.request_events:
+            if e.kind == "queued" and e.info is not None:
+                requests[e.request_id] = request_entry(e.info)
+    return f.meta, {**requests, **extra}, records

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 
+from .. import palette
 from . import _kit
 
 TITLE = "Prompt anatomy and statelessness"
@@ -39,8 +40,8 @@ TURNS = [  # (user, assistant): the replies are fixed so every run sends the sam
 ]
 SEGMENTS = ("template", "system prompt", "tool definitions", "memory", "history",
             "new message")
-COLORS = {"template": "#BDBDBD", "system prompt": "#0072B2", "tool definitions": "#E69F00",
-          "memory": "#009E73", "history": "#CC79A7", "new message": "#D55E00"}
+COLORS = {"template": palette.GREY, "system prompt": palette.BLUE, "tool definitions": palette.ORANGE,
+          "memory": palette.BLUISH_GREEN, "history": palette.REDDISH_PURPLE, "new message": palette.VERMILLION}
 
 
 def system_text() -> str:
@@ -145,7 +146,7 @@ def figure(data: dict):
         fig.add_trace(go.Bar(x=[r["turn"] for r in rows], y=[r["computed_tokens"] for r in rows],
                              name=f"{label.split(' ·')[0]} (prefix caching "
                                   f"{'on' if label.startswith('cached') else 'off'})",
-                             marker_color=["#999999", "#56B4E9"][i]), 1, 2)
+                             marker_color=[palette.MUTED, palette.SKY_BLUE][i]), 1, 2)
     fig.update_layout(barmode="group")
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_xaxes(title_text="tokens", row=1, col=1)

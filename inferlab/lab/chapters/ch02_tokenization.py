@@ -7,6 +7,7 @@ KV cache memory for as long as the conversation lives.
 """
 from __future__ import annotations
 
+from .. import palette
 from . import _kit
 
 TITLE = "Tokenization: the same message, different bills"
@@ -95,12 +96,12 @@ def figure(data: dict):
                                         f"prefill of {data['repeat']} copies (ms)",
                                         "their KV cache (MiB, 8B model)"))
     fig.add_trace(go.Bar(y=names, x=[r["tokens"] for r in rows], orientation="h",
-                         marker_color="#0072B2", name="tokens",
+                         marker_color=palette.BLUE, name="tokens",
                          text=[f"{r['vs_english']:.1f}x" for r in rows]), 1, 1)
     fig.add_trace(go.Bar(y=names, x=[r["prefill_sim"] * 1e3 for r in rows], orientation="h",
-                         marker_color="#E69F00", name="prefill, simulated H100"), 1, 2)
+                         marker_color=palette.ORANGE, name="prefill, simulated H100"), 1, 2)
     fig.add_trace(go.Bar(y=names, x=[r["kv_bytes_8b"] / 2**20 for r in rows],
-                         orientation="h", marker_color="#009E73", name="KV bytes"), 1, 3)
+                         orientation="h", marker_color=palette.BLUISH_GREEN, name="KV bytes"), 1, 3)
     fig.update_traces(showlegend=False)
     return _kit.style(fig, TITLE, data["clock_sim"], left=80)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import palette
 from . import _kit
 
 TITLE = "Prefill vs decode: TTFT grows with the input, per-token latency stays flat"
@@ -82,19 +83,19 @@ def figure(data: dict, clock: str = "sim"):
         "time per request phase (ms)", f"roofline: {rf['gpu']}, {rf['model']} (bf16)"))
     x = [r["input_tokens"] for r in rows]
     fig.add_trace(go.Scatter(x=x, y=[r["ttft"] * 1e3 for r in rows], mode="lines+markers",
-                             name="time to first token (prefill)", line_color="#0072B2"), 1, 1)
+                             name="time to first token (prefill)", line_color=palette.BLUE), 1, 1)
     fig.add_trace(go.Scatter(x=x, y=[r["tpot"] * 1e3 for r in rows], mode="lines+markers",
-                             name="time per output token (decode)", line_color="#009E73"), 1, 1)
+                             name="time per output token (decode)", line_color=palette.BLUISH_GREEN), 1, 1)
     xs = np.logspace(-0.5, 4.5, 60)
     fig.add_trace(go.Scatter(x=xs, y=np.minimum(rf["peak"], rf["bandwidth"] * xs) / 1e12,
                              mode="lines", name="attainable (roofline)",
-                             line=dict(color="#222222", width=1.5)), 1, 2)
+                             line=dict(color=palette.INK, width=1.5)), 1, 2)
     for p in rf["points"]:
         decode = p["label"].startswith("decode")
         fig.add_trace(go.Scatter(
             x=[p["intensity"]], y=[p["flops"] / 1e12], mode="markers+text", text=[p["label"]],
             textposition="bottom right" if decode else "top left", showlegend=False,
-            marker=dict(size=9, color="#009E73" if decode else "#0072B2")), 1, 2)
+            marker=dict(size=9, color=palette.BLUISH_GREEN if decode else palette.BLUE)), 1, 2)
     fig.update_xaxes(title_text="input tokens", row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     fig.update_xaxes(type="log", title_text="FLOPs per byte moved", row=1, col=2)

@@ -7,6 +7,7 @@ only unused memory is the unfilled end of each request's last block.
 """
 from __future__ import annotations
 
+from .. import palette
 from . import _kit
 
 TITLE = "KV cache: contiguous reservation vs paged blocks"
@@ -69,9 +70,9 @@ def figure(data: dict):
     rows = [data["layouts"][n] for n in names]
     fig = go.Figure()
     fig.add_trace(go.Bar(y=names, x=[r["tokens"] for r in rows], orientation="h",
-                         name="holding a token", marker_color="#009E73"))
+                         name="holding a token", marker_color=palette.BLUISH_GREEN))
     fig.add_trace(go.Bar(y=names, x=[r["slots"] - r["tokens"] for r in rows], orientation="h",
-                         name="reserved, empty (waste)", marker_color="#D55E00",
+                         name="reserved, empty (waste)", marker_color=palette.VERMILLION,
                          text=[f"{r['peak_waste']:.1%} wasted" for r in rows],
                          textposition="outside", cliponaxis=False))
     fig.update_layout(barmode="stack")

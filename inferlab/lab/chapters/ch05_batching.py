@@ -7,6 +7,7 @@ and a waiting one takes its seat at once.
 """
 from __future__ import annotations
 
+from .. import palette
 from . import _kit
 
 TITLE = "Naive vs continuous batching"
@@ -88,7 +89,7 @@ def figure(data: dict, clock: str = "sim"):
         f"requests in the batch (at most {data['max_num_seqs']})", "output tokens per second"))
     for i, s in enumerate(SCHEDULERS):
         tr: Trace = traces[s]
-        color = ["#E69F00", "#0072B2"][i]
+        color = [palette.ORANGE, palette.BLUE][i]
         t0 = tr.t0
         fig.add_trace(go.Scatter(x=[(r.t_end - t0) * 1e3 for r in tr.records],
                                  y=[len(r.batch) for r in tr.records], mode="lines",

@@ -13,6 +13,7 @@ effect. Pass clock="wall" to measure this machine instead.
 from __future__ import annotations
 
 import numpy as np
+from .. import palette
 
 TITLE = "Chunked prefill and in-flight batching"
 CLAIM = ("Splitting long prompts into chunks that share each step with ongoing decodes keeps "
@@ -108,7 +109,7 @@ def figure(data: dict):
                              marker_color=colors[name], legendgroup=name, showlegend=False),
                       row=1, col=2)
     for a in runs["chunked"]["arrivals"]:
-        fig.add_vline(x=a * 1e3, line=dict(dash="dot", color="#999999"), row=1, col=1)
+        fig.add_vline(x=a * 1e3, line=dict(dash="dot", color=palette.MUTED), row=1, col=1)
     fig.update_xaxes(title_text="time (ms); dotted: a long prompt arrives", row=1, col=1)
     fig.update_yaxes(title_text="ITL (ms)", row=1, col=1)
     fig.update_yaxes(title_text="ITL (ms)", row=1, col=2)

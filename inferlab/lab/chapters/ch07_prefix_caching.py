@@ -13,6 +13,7 @@ clock (a Llama-3-8B-shaped model) so the picture does not move with CPU noise.
 from __future__ import annotations
 
 import numpy as np
+from .. import palette
 
 TITLE = "Prefix caching: shared system prompts and agent loops"
 CLAIM = ("Reusing the KV cache of a shared prefix (system prompt, tool definitions, the loop's "
@@ -101,7 +102,7 @@ def figure(data: dict):
                                  showlegend=False), row=1, col=2)
     prompt = data["agent"]["uncached"]["prompt_tokens"]
     fig.add_trace(go.Scatter(x=list(range(len(prompt))), y=prompt, mode="lines",
-                             name="whole prompt re-sent", line=dict(dash="dot", color="#999999")),
+                             name="whole prompt re-sent", line=dict(dash="dot", color=palette.MUTED)),
                   row=1, col=1)
     for name, r in data["shared"].items():
         fig.add_trace(go.Scatter(x=list(range(len(r["ttft"]))), y=[t * 1e3 for t in r["ttft"]],

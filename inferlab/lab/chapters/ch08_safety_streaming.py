@@ -16,6 +16,7 @@ the simulated GPU (deterministic: the same figure on every run).
 from __future__ import annotations
 
 import numpy as np
+from .. import palette
 
 TITLE = "Safety classifiers and streaming"
 CLAIM = ("Input and output safety classifiers are extra model calls: the input check adds its "
@@ -140,7 +141,7 @@ def figure(data: dict):
                                  mode="lines+markers", line_shape="hv", name=f"{p}: visible",
                                  line_color=colors[p], marker_size=4))
     t_in = data["input_check_s"] * 1e3
-    fig.add_vrect(x0=0, x1=t_in, fillcolor="#E69F00", opacity=0.15, line_width=0,
+    fig.add_vrect(x0=0, x1=t_in, fillcolor=palette.ORANGE, opacity=0.15, line_width=0,
                   annotation_text="input check", annotation_position="top left")
     fig.update_xaxes(title_text="time since the message arrived (ms)")
     fig.update_yaxes(title_text="answer tokens the reader can see")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import re
 
+from .. import palette
+
 TITLE = "The decode attention kernel: reference vs numba"
 CLAIM = ("Decode attention is memory-bound: a kernel that reads the paged K/V once, in place, "
          "beats one that gathers the blocks first and then computes attention.")
@@ -71,7 +73,7 @@ def figure(data: dict):
                          marker_color=ilf.PALETTE[0],
                          text=[f"{r['speedup']:.1f}x" for r in rows], textposition="outside"))
     fig.add_trace(go.Scatter(x=x, y=[r["gpu_roof_ms"] for r in rows], mode="markers",
-                             marker=dict(symbol="line-ew-open", size=18, color="#999999"),
+                             marker=dict(symbol="line-ew-open", size=18, color=palette.MUTED),
                              name=f"{data['roof_gpu']} bandwidth roof (estimate, not measured)"))
     fig.update_yaxes(type="log", title_text="ms per decode step (log)")
     fig.update_xaxes(title_text="batch x context tokens (SmolLM2-135M attention, fp32)")
@@ -81,7 +83,7 @@ def figure(data: dict):
     fig.update_layout(barmode="group")
     _kit.style(fig, "Paged decode attention: reference vs numba kernel", data["clock"])
     fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
-                       showarrow=False, xanchor="left", font=dict(size=11, color="#666666"))
+                       showarrow=False, xanchor="left", font=dict(size=11, color=palette.MUTED_TEXT))
     return fig
 
 

@@ -13,6 +13,8 @@ from inferlab.core.shapes import model_shape
 from inferlab.sim.costmodel import allreduce_time, step_time, tensor_parallel
 from inferlab.sim.gpus import GB, get_gpu
 
+from .. import palette
+
 TITLE = "Multi-GPU what-if: tensor parallelism (simulated)"
 CLAIM = ("Tensor parallelism splits weights and KV cache across GPUs, so a model too big for one "
          "GPU fits and each GPU holds more KV; but every layer adds all-reduce traffic, so "
@@ -81,7 +83,7 @@ def figure(data: dict):
         fig.add_trace(go.Bar(x=x, y=[r["kv_tokens_capacity"] for r in rows], showlegend=False,
                              marker_color=ilf.PALETTE[2]), row=1, col=3)
     gpu_gb = data["models"][models[0]][0]["gpu_gb"]
-    fig.add_hline(y=gpu_gb, line=dict(dash="dot", color="#999999"), row=1, col=1,
+    fig.add_hline(y=gpu_gb, line=dict(dash="dot", color=palette.MUTED), row=1, col=1,
                   annotation_text=f"{data['gpu']} memory", annotation_position="top left")
     fig.update_layout(barmode="stack")
     fig.update_xaxes(tickangle=0)
