@@ -90,3 +90,27 @@ def test_bad_inputs_name_the_field():
         summarize([], duration=-1.0)
     with pytest.raises(InvalidTypeError, match="slo"):
         summarize([], slo={"ttft": 1})
+
+
+def test_trace_latencies_equal_the_engines_own():
+    """TTFT/TPOT/ITL/E2E rebuilt from step records alone (as for a saved trace or a vLLM feed)
+    equal what the engine reports for each request: one definition, two sources."""
+    import inferlab as il
+    from inferlab.observe.metrics import request_metrics
+    from inferlab.observe.trace import Trace
+    eng = il.Engine("tiny", num_blocks=12, block_size=4, max_num_seqs=3, clock="H100")
+    trace = Trace.record(eng)
+    prompts = [[5 + i] * (6 + 3 * i) for i in range(5)]
+    outs = eng.generate(prompts, il.SamplingParams(max_tokens=12, ignore_eos=True),
+                        use_tqdm=False)
+    per = request_metrics(trace.records, trace.requests)
+    assert set(per) == {o.request_id for o in outs}
+    assert sum(o.metrics.num_preemptions for o in outs) > 0      # the tight cache preempts
+    for o in outs:
+        a, b = o.metrics, per[o.request_id]
+        for name in ("arrival_time", "first_scheduled_time", "first_token_time", "finish_time",
+                     "ttft", "tpot", "e2e", "queue_time"):
+            assert getattr(b, name) == pytest.approx(getattr(a, name)), name
+        assert b.itl == pytest.approx(a.itl)
+        assert (b.num_preemptions, b.num_output_tokens, b.num_prompt_tokens) == \
+            (a.num_preemptions, a.num_output_tokens, a.num_prompt_tokens)

@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import traitlets as t
 
-from inferlab.observe.lanes import LaneBuilder
+from inferlab.observe.metrics import request_metrics
 from inferlab.observe.trace import Trace
 
 from inferlab.widgets._base import View, asset, pack
@@ -23,19 +23,12 @@ SCRUB_POINTS = 200
 
 def side_summary(trace: Trace) -> dict:
     """Timeline arrays, occupancy over time and per-request latencies of one run."""
-    lb = LaneBuilder(trace.arrivals())
-    first: dict[str, float] = {}
-    tokens = 0
-    for rec in trace.records:
-        lb.add(rec)
-        for e in rec.emitted:
-            first.setdefault(e.request_id, rec.t_end)
-            tokens += 1
+    lb = trace.lanes()
+    per = request_metrics(trace.records, trace.requests)
+    tokens = sum(m.num_output_tokens for m in per.values())
     t0 = trace.t0
-    arrival = {s.request_id: s.t0 for s in lb.all_segments() if s.kind == "queued"}
-    arrival.update({k: v for k, v in trace.arrivals().items()})
-    ttft = [first[r] - arrival[r] for r in lb.order if r in first and r in arrival]
-    e2e = [lb.finish[r][0] - arrival[r] for r in lb.order if r in lb.finish and r in arrival]
+    ttft = [per[r].ttft for r in lb.order if per[r].ttft is not None]
+    e2e = [per[r].e2e for r in lb.order if r in lb.finish]
     dur = trace.records[-1].t_end - t0 if trace.records else 0.0
     return {**pack_segments(lb, t0), "occ_t": pack([r.t_end - t0 for r in trace.records], "<f8"),
             "occ_n": pack([len(r.batch) for r in trace.records], "<i4"),

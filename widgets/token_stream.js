@@ -24,7 +24,7 @@ function render({ model, el }) {
     let ttftSum = 0, ttftN = 0, total = 0, gapMax = 1e-9;
     per.forEach((idx, r) => {
       total += idx.length;
-      if (idx.length) { ttftSum += tt[idx[0]] - reqs[r].arrival; ttftN++; }
+      if (idx.length) { ttftSum += reqs[r].ttft; ttftN++; }
       for (let j = 1; j < idx.length; j++) gapMax = Math.max(gapMax, tt[idx[j]] - tt[idx[j - 1]]);
     });
     head.stats.textContent = `${reqs.length} requests · ${total} tokens · mean TTFT ` +
@@ -38,7 +38,7 @@ function render({ model, el }) {
       ilEl("span", "il-ts-id", lane, reqs[r].id);
       const chips = ilEl("div", "il-ts-chips", lane);
       if (!idx.length) { ilEl("span", "il-ts-wait", chips, "waiting…"); continue; }
-      const ttft = tt[idx[0]] - reqs[r].arrival;
+      const ttft = reqs[r].ttft;
       const bar = ilEl("span", "il-ts-ttft", chips, "TTFT " + ilMs(ttft));
       bar.title = `time to first token ${ilMs(ttft)} (prompt ${reqs[r].prompt_len} tokens)`;
       const start = Math.max(0, idx.length - MAX_CHIPS);

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import traitlets as t
 
+from inferlab.core.outputs import RequestMetrics
 from inferlab.widgets._base import View, asset, pack
 
 
@@ -14,7 +15,7 @@ class TokenStream(View):
     _esm = asset("common.js", "token_stream.js")
     _css = asset("common.css", "token_stream.css")
     kind = "Token stream"
-    requests = t.List(t.Dict()).tag(sync=True)   # id, arrival (s from t0), prompt_len, prompt
+    requests = t.List(t.Dict()).tag(sync=True)   # id, arrival (s from t0), prompt_len, prompt, ttft
     tok_req = t.Bytes(b"").tag(sync=True)        # int32 index into requests
     tok_step = t.Bytes(b"").tag(sync=True)       # int32 step the token came out of
     tok_time = t.Bytes(b"").tag(sync=True)       # float64 seconds from t0
@@ -43,7 +44,12 @@ class TokenStream(View):
                 if ev.kind == "queued":
                     self._request(ev.request_id, rec.t_start)
             for e in rec.emitted:
-                self._tr.append(self._request(e.request_id, rec.t_start))
+                i = self._request(e.request_id, rec.t_start)
+                if e.index == 0:            # the definition of TTFT lives in RequestMetrics
+                    arrival = self._reqs[i]["arrival"] + self.t0
+                    self._reqs[i]["ttft"] = RequestMetrics.from_times(arrival, None,
+                                                                      [rec.t_end], None).ttft
+                self._tr.append(i)
                 self._ts.append(self._done + j)      # index in the trace
                 self._tt.append(rec.t_end - self.t0)
                 self._tx.append(e.text.replace("\x00", ""))

@@ -25,8 +25,6 @@ class OutputProcessor:
     def new_token(self, req: Request, now: float) -> tuple[str, bool]:
         """Note the token's time and detokenize; returns (text released, hit a stop string)."""
         req.times.token_times.append(now)
-        if req.times.first_token is None:
-            req.times.first_token = now
         return self._texts[req.request_id].push(req.output_token_ids, final=req.finished)
 
     def emitted(self, req: Request, delta: str) -> EmittedToken:

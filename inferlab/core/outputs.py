@@ -1,4 +1,8 @@
-"""What the engine hands back: RequestOutput (with per-request latency metrics)."""
+"""What the engine hands back: RequestOutput (with per-request latency metrics).
+
+The latency definitions live here, once: every other place (run metrics, traces, views, the
+vLLM connector) computes TTFT, TPOT, ITL and E2E by calling ``RequestMetrics.from_times``.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,16 +29,28 @@ class RequestMetrics:
     num_output_tokens: int
 
     @classmethod
+    def from_times(cls, arrival: float, first_scheduled: float | None, token_times: list[float],
+                   finish: float | None, *, num_preemptions: int = 0, num_cached_tokens: int = 0,
+                   num_prompt_tokens: int = 0) -> "RequestMetrics":
+        """The definitions. TTFT: arrival -> first output token. ITL: the gaps between
+        consecutive output tokens. TPOT: their mean (decode speed, the first token excluded).
+        E2E: arrival -> finish. Queue time: arrival -> first scheduled."""
+        first = token_times[0] if token_times else None
+        itl = [b - a for a, b in zip(token_times, token_times[1:])]
+        return cls(arrival, first_scheduled, first, finish,
+                   None if first is None else first - arrival,
+                   sum(itl) / len(itl) if itl else None, itl,
+                   None if finish is None else finish - arrival,
+                   None if first_scheduled is None else first_scheduled - arrival,
+                   num_preemptions, num_cached_tokens, num_prompt_tokens, len(token_times))
+
+    @classmethod
     def of(cls, req: Request) -> "RequestMetrics":
         t = req.times
-        ttft = None if t.first_token is None else t.first_token - t.arrival
-        itl = [b - a for a, b in zip(t.token_times, t.token_times[1:])]
-        tpot = sum(itl) / len(itl) if itl else None
-        e2e = None if t.finish is None else t.finish - t.arrival
-        queue = None if t.first_scheduled is None else t.first_scheduled - t.arrival
-        return cls(t.arrival, t.first_scheduled, t.first_token, t.finish, ttft, tpot, itl, e2e,
-                   queue, req.num_preemptions, req.num_cached_tokens, req.num_prompt_tokens,
-                   len(req.output_token_ids))
+        return cls.from_times(t.arrival, t.first_scheduled, t.token_times, t.finish,
+                              num_preemptions=req.num_preemptions,
+                              num_cached_tokens=req.num_cached_tokens,
+                              num_prompt_tokens=req.num_prompt_tokens)
 
 
 @dataclass(slots=True)

@@ -47,7 +47,6 @@ class RequestTimes:
 
     arrival: float = 0.0
     first_scheduled: float | None = None
-    first_token: float | None = None
     token_times: list[float] = field(default_factory=list)
     finish: float | None = None
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..core.outputs import RequestMetrics
 from ..errors import InvalidInputError, check_type
 
 NAN = float("nan")
@@ -155,3 +156,39 @@ def summarize(outputs, *, duration: float | None = None, slo: SLO | None = None,
         goodput=NAN if good is None else rate(good),
         slo_attainment=NAN if good is None or not ms else good / len(ms),
         clock=clock, num_unfinished=len(outputs) - len(done))
+
+
+def request_metrics(records, requests: dict | None = None) -> dict[str, RequestMetrics]:
+    """Per-request latencies from step records alone (a saved trace, or a live feed from vLLM),
+    by the same definitions as ``RequestOutput.metrics``. ``requests`` maps a request id to
+    its ``arrival`` (and ``prompt_len``); a request without one arrives when first seen."""
+    requests = requests or {}
+    seen: dict[str, dict] = {}
+
+    def entry(rid: str, t: float) -> dict:
+        if rid not in seen:
+            info = requests.get(rid) or {}
+            arrival = info.get("arrival")
+            seen[rid] = {"arrival": t if arrival is None else arrival, "scheduled": None,
+                         "tokens": [], "finish": None, "preempted": 0, "cached": None,
+                         "prompt_len": info.get("prompt_len", 0)}
+        return seen[rid]
+
+    for rec in records:
+        for ev in rec.request_events:
+            d = entry(ev.request_id, rec.t_start)
+            if ev.kind == "preempted":
+                d["preempted"] += 1
+            elif ev.kind in ("finished", "aborted", "rejected"):
+                d["finish"] = rec.t_end
+        for c in rec.batch:
+            d = entry(c.request_id, rec.t_start)
+            if d["scheduled"] is None:
+                d["scheduled"], d["cached"] = rec.t_start, c.num_cached
+        for e in rec.emitted:
+            entry(e.request_id, rec.t_start)["tokens"].append(rec.t_end)
+    return {rid: RequestMetrics.from_times(
+                d["arrival"], d["scheduled"], d["tokens"], d["finish"],
+                num_preemptions=d["preempted"], num_cached_tokens=d["cached"] or 0,
+                num_prompt_tokens=d["prompt_len"])
+            for rid, d in seen.items()}
