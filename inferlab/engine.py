@@ -20,14 +20,14 @@ from .core.kv_manager import ContiguousKVManager, KVManager, PagedKVManager
 from .core.output_processor import OutputProcessor
 from .core.outputs import RequestOutput
 from .core.params import SamplingParams
-from .core.prompts import to_token_ids
+from .core.prompts import pair_prompts, to_token_ids
 from .core.request import Request, RequestStatus
 from .core.scheduler import Scheduler
 from .core.shapes import ModelShape, cdiv, kv_bytes_per_token
-from .core.stats import EngineStats, PeakTracker, waste
+from .core.stats import EngineStats, PeakTracker
 from .errors import CapacityError, InvalidInputError, InvalidTypeError
 from .model.loader import load_model
-from .model.resources import cpu_count, default_kv_cache_memory
+from .model.resources import auto_num_blocks, cpu_count, default_kv_cache_memory
 from .model.runner import ModelRunner, check_backend
 from .sim.clock import Clock, check_clock, make_clock
 
@@ -57,7 +57,9 @@ class Engine:
                                     f"context of {model_len} tokens")
         bytes_per_token = kv_bytes_per_token(ModelShape.from_hf_config(hf_cfg),
                                              DTYPE_BYTES[cfg.dtype])
-        self.num_blocks = cfg.num_blocks or self._auto_num_blocks(bytes_per_token)
+        self.num_blocks = cfg.num_blocks or auto_num_blocks(
+            cfg.kv_cache_memory or default_kv_cache_memory(), bytes_per_token, cfg.block_size,
+            cfg.max_num_seqs * cdiv(self.max_model_len, cfg.block_size))
         self.runner = ModelRunner(self.loaded.hf_model, self.num_blocks, cfg.block_size,
                                   cfg.attention_backend, cfg.seed)
         if self.runner.backend == "numba-cpu":
@@ -86,18 +88,6 @@ class Engine:
         self._num_steps = 0
         self._peak = PeakTracker()
         self._stop = threading.Event()
-
-    def _auto_num_blocks(self, bytes_per_token: int) -> int:
-        cfg = self.config
-        budget = cfg.kv_cache_memory or default_kv_cache_memory()
-        by_budget = budget // (bytes_per_token * cfg.block_size)
-        # never more than every sequence at full length could use
-        by_need = cfg.max_num_seqs * cdiv(self.max_model_len, cfg.block_size)
-        n = min(by_budget, by_need)
-        if n < 1:
-            raise InvalidInputError(f"kv_cache_memory={budget} bytes holds no block of "
-                                    f"{cfg.block_size} tokens ({bytes_per_token} bytes/token)")
-        return int(n)
 
     # --- properties -----------------------------------------------------------------
     @property
@@ -274,18 +264,7 @@ class Engine:
 
     def generate(self, prompts, params=None, use_tqdm: bool = True) -> list[RequestOutput]:
         """Run prompts to completion together; outputs in the order of ``prompts``."""
-        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts
-                                        and isinstance(prompts[0], (int, dict))):
-            prompts = [prompts]
-        if not isinstance(prompts, (list, tuple)):
-            raise InvalidTypeError(f"prompts must be a list, got {type(prompts).__name__}")
-        if isinstance(params, (list, tuple)):
-            if len(params) != len(prompts):
-                raise InvalidInputError(f"got {len(params)} SamplingParams for {len(prompts)} "
-                                        "prompts; give one, or one per prompt")
-            plist = list(params)
-        else:
-            plist = [params] * len(prompts)
+        prompts, plist = pair_prompts(prompts, params)
         ids = []
         try:
             for p, sp in zip(prompts, plist):
@@ -323,18 +302,8 @@ class Engine:
                 self.abort(rid)
 
     def stats(self) -> EngineStats:
-        u = self.kv.usage()
-        s = self.scheduler
-        return EngineStats(
-            num_running=len(s.running), num_waiting=len(s.waiting) + len(self._pending),
-            kv_layout=self.kv.layout, block_size=self.kv.block_size,
-            kv_blocks_total=u.blocks_total, kv_blocks_used=u.blocks_used,
-            kv_token_slots_allocated=u.slots_allocated, kv_tokens_used=u.tokens_used,
-            kv_waste=waste(u.slots_allocated, u.tokens_used),
-            peak_kv_blocks_used=self._peak.blocks, peak_kv_waste=self._peak.waste,
-            max_concurrent_requests=self._peak.max_running,
-            prefix_cache_queries=s.prefix_cache_queries, prefix_cache_hits=s.prefix_cache_hits,
-            num_preemptions=s.num_preemptions, num_steps=self._num_steps, clock=self.clock.name)
+        return EngineStats.snapshot(self.scheduler, self.kv, self._peak, len(self._pending),
+                                    self._num_steps, self.clock.name)
 
     def __repr__(self) -> str:
         c = self.config

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from inferlab.bench.jupyter import CHROMIUM, browser_page
+from inferlab.bench.jupyter import CHROMIUM, browser_page, write_notebook
 
 pytestmark = pytest.mark.browser
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -42,12 +42,7 @@ CELLS = [
 
 
 def _notebook(path):
-    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [],
-                     "execution_count": None} for c in CELLS],
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                      "language": "python"}},
-          "nbformat": 4, "nbformat_minor": 5}
-    path.write_text(json.dumps(nb))
+    write_notebook(path, CELLS)
 
 
 @pytest.fixture(scope="module")

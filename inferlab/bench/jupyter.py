@@ -24,6 +24,15 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
+def write_notebook(path, cells: list[str]) -> None:
+    """A notebook of code cells (not yet run) at ``path``, for a lab to open and run."""
+    import nbformat
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    pathlib.Path(path).write_text(nbformat.writes(nb), encoding="utf-8")
+
+
 def browser_page(playwright, errors: list, width: int = 1280, height: int = 900):
     """(browser, page) in headless chromium; console errors and page errors go to ``errors``."""
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

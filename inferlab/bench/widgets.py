@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from ..core.shapes import cdiv
-from .jupyter import CHROMIUM, browser_page, jupyterlab
+from .jupyter import CHROMIUM, browser_page, jupyterlab, write_notebook
 
 BUDGET_MS = 50.0
 
@@ -58,12 +58,7 @@ def _notebook(path: pathlib.Path, trace_path: str):
         "kv = KVBlockMap(trace, title='KV cache blocks (replay)'); kv",
         "tl = SchedulerTimeline(trace, title='Scheduler timeline (replay)'); tl",
     ]
-    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [],
-                     "execution_count": None} for c in cells],
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                      "language": "python"}},
-          "nbformat": 4, "nbformat_minor": 5}
-    path.write_text(json.dumps(nb))
+    write_notebook(path, cells)
 
 
 # --- measuring in the page ---------------------------------------------------------------

@@ -56,3 +56,19 @@ def to_token_ids(prompt, tokenizer, vocab_size: int) -> tuple[list[int], str | N
         return ids, None
     raise InvalidTypeError(f"prompt must be a string, a list of token ids or a list of chat "
                            f"messages, got {type(prompt).__name__}")
+
+
+def pair_prompts(prompts, params) -> tuple[list, list]:
+    """``generate``'s arguments as (prompts, one params per prompt): a single prompt (string,
+    token ids or messages) becomes a list of one; one params object serves every prompt."""
+    if isinstance(prompts, str) or (isinstance(prompts, list) and prompts
+                                    and isinstance(prompts[0], (int, dict))):
+        prompts = [prompts]
+    if not isinstance(prompts, (list, tuple)):
+        raise InvalidTypeError(f"prompts must be a list, got {type(prompts).__name__}")
+    if isinstance(params, (list, tuple)):
+        if len(params) != len(prompts):
+            raise InvalidInputError(f"got {len(params)} SamplingParams for {len(prompts)} "
+                                    "prompts; give one, or one per prompt")
+        return list(prompts), list(params)
+    return list(prompts), [params] * len(prompts)

@@ -24,6 +24,23 @@ class EngineStats:
     num_steps: int
     clock: str
 
+    @classmethod
+    def snapshot(cls, scheduler, kv, peak: "PeakTracker", num_future: int, num_steps: int,
+                 clock: str) -> "EngineStats":
+        """Now, from the scheduler's queues and the KV manager's usage (``num_future``:
+        requests whose arrival time has not come yet, counted as waiting)."""
+        u, s = kv.usage(), scheduler
+        return cls(
+            num_running=len(s.running), num_waiting=len(s.waiting) + num_future,
+            kv_layout=kv.layout, block_size=kv.block_size,
+            kv_blocks_total=u.blocks_total, kv_blocks_used=u.blocks_used,
+            kv_token_slots_allocated=u.slots_allocated, kv_tokens_used=u.tokens_used,
+            kv_waste=waste(u.slots_allocated, u.tokens_used),
+            peak_kv_blocks_used=peak.blocks, peak_kv_waste=peak.waste,
+            max_concurrent_requests=peak.max_running,
+            prefix_cache_queries=s.prefix_cache_queries, prefix_cache_hits=s.prefix_cache_hits,
+            num_preemptions=s.num_preemptions, num_steps=num_steps, clock=clock)
+
     @property
     def prefix_cache_hit_rate(self) -> float:
         return self.prefix_cache_hits / self.prefix_cache_queries if self.prefix_cache_queries else 0.0

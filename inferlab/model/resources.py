@@ -74,3 +74,14 @@ def cpu_count() -> int:
 def default_kv_cache_memory() -> int:
     """KV budget when none is given: a fifth of what is free, between 64 MiB and 512 MiB."""
     return int(min(512 * MIB, max(64 * MIB, available_memory() // 5)))
+
+
+def auto_num_blocks(budget: int, bytes_per_token: int, block_size: int, most_needed: int) -> int:
+    """KV blocks that ``budget`` bytes hold, never more than ``most_needed`` (every sequence
+    at full length); a clear error when not even one block fits."""
+    n = min(budget // (bytes_per_token * block_size), most_needed)
+    if n < 1:
+        from ..errors import InvalidInputError
+        raise InvalidInputError(f"kv_cache_memory={budget} bytes holds no block of "
+                                f"{block_size} tokens ({bytes_per_token} bytes/token)")
+    return int(n)
