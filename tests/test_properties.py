@@ -1,9 +1,11 @@
 """Property tests of the scheduling core on the tiny random Llama, and exact engine-level cases.
 
 Random workloads x random small KV caches x block sizes x both schedulers x both layouts x
-chunked prefill on/off x prefix caching on/off x small batch limits. Whatever the policy:
-every request finishes, greedy tokens equal a run with a big cache, no KV block leaks, and
-the bookkeeping (ref counts, used <= allocated <= total, stats) holds after every step.
+chunked prefill on/off x prefix caching on/off x small batch limits x fcfs/priority x a
+per-request prefill cap. Whatever the policy: every request finishes, greedy tokens equal a
+run with a big cache, no KV block leaks, no step exceeds the token budget, a preempted
+request never rejoins in the step it yielded, recomputation stays bounded, and the
+bookkeeping (ref counts, used <= allocated <= total, stats) holds after every step.
 """
 from __future__ import annotations
 
@@ -67,7 +69,12 @@ def check_invariants(eng, max_num_seqs):
         assert held == refs
         pool = kv.pool
         assert set(pool.free_queue) == {b for b, r in enumerate(refs) if r == 0}
-        assert all(pool.block_hash[b] == h for h, b in pool.cached.items())
+        # the prefix index names exactly the blocks holding a hash, each under its own hash
+        assert all(pool.block_hash[b] == h for h, ids in pool.cached.items() for b in ids)
+        assert kv.cached_block_ids() == {b for b, h in enumerate(pool.block_hash) if h}
+        # hashless free blocks are handed out first; cached ones wait in their own LRU queue
+        assert all(pool.block_hash[b] is None for b in pool.free_uncached)
+        assert all(pool.block_hash[b] is not None for b in pool.free_cached)
         # every running request's table covers its computed tokens
         for r in eng.scheduler.running:
             assert len(kv.block_table(r.request_id)) * kv.block_size >= r.num_computed_tokens
@@ -107,7 +114,7 @@ def workloads(draw):
         # arrival: the engine step at which the request is added (later ones can hit the
         # prefix cache filled by earlier ones)
         reqs.append((base[:shared] + tail, draw(st.integers(1, MAX_NEW)),
-                     draw(st.sampled_from([0, 0, 1, 3, 8, 20]))))
+                     draw(st.sampled_from([0, 0, 1, 3, 8, 20])), draw(st.integers(0, 2))))
     return sorted(reqs, key=lambda r: r[2])
 
 
@@ -115,16 +122,22 @@ def workloads(draw):
 def configs(draw):
     bs = draw(st.sampled_from([1, 2, 4, 8, 16]))
     full = cdiv(MAX_MODEL_LEN, bs)                  # blocks for one max-length sequence
+    scheduler = draw(st.sampled_from(["continuous", "static"]))
+    chunked = draw(st.booleans())
     return dict(
-        scheduler=draw(st.sampled_from(["continuous", "static"])),
+        scheduler=scheduler,
         kv_layout=draw(st.sampled_from(["paged", "contiguous"])),
         block_size=bs,
         # from "refuses the longest requests" through "preempts often" to "never short"
         num_blocks=max(1, int(full * draw(st.sampled_from([0.4, 0.7, 0.9, 1.0, 1.5, 3.0])))),
         max_num_seqs=draw(st.integers(1, 4)),
-        max_num_batched_tokens=draw(st.sampled_from([1, 5, 16, 64])),
-        enable_chunked_prefill=draw(st.booleans()),
+        # without chunking the budget must hold max_model_len (refused otherwise)
+        max_num_batched_tokens=draw(st.sampled_from([1, 5, 16, 64] if chunked else [64, 80])),
+        enable_chunked_prefill=chunked,
         enable_prefix_caching=draw(st.booleans()),
+        scheduling_policy=draw(st.sampled_from(["fcfs", "priority"]))
+        if scheduler == "continuous" else "fcfs",
+        long_prefill_token_threshold=draw(st.sampled_from([0, 0, 3, 8])) if chunked else 0,
         max_model_len=MAX_MODEL_LEN,
     )
 
@@ -158,7 +171,7 @@ def pressure_workloads(draw):
         tail = draw(st.lists(st.integers(3, vocab - 1), min_size=length - shared,
                              max_size=length - shared))
         reqs.append((base[:shared] + tail, draw(st.integers(4, MAX_NEW)),
-                     draw(st.sampled_from([0, 0, 2, 10]))))
+                     draw(st.sampled_from([0, 0, 2, 10])), draw(st.integers(0, 2))))
     return sorted(reqs, key=lambda r: r[2])
 
 
@@ -177,19 +190,22 @@ def run_and_check(work, cfg):
     eng.subscribe(recs.append)
     done, steps, ticks, batch = {}, 0, 0, 0
     pending = list(work)
-    limit = 50 * sum(len(p) + m for p, m, _ in work) + 30   # progress guarantee
+    limit = 50 * sum(len(p) + m for p, m, *_ in work) + 30   # progress guarantee
+    by_priority = cfg.get("scheduling_policy") == "priority"
+    cap = cfg.get("long_prefill_token_threshold") or 0
     while pending or eng.has_unfinished_requests():
         while pending and pending[0][2] <= steps + ticks:
-            prompt, max_tokens, _ = pending.pop(0)
+            prompt, max_tokens, _, prio = pending.pop(0)
+            prio = prio if by_priority else 0
             sp = il.SamplingParams(max_tokens=max_tokens, ignore_eos=True)
             need = (cdiv(MAX_MODEL_LEN, bs) if cfg["kv_layout"] == "contiguous"
                     else cdiv(len(prompt) + max_tokens, bs))
             if need > nb:                                # can never fit: refused up front
                 with pytest.raises(CapacityError):
-                    eng.add_request(prompt, sp)
+                    eng.add_request(prompt, sp, priority=prio)
                 refused += 1
                 continue
-            ids.append(eng.add_request(prompt, sp))
+            ids.append(eng.add_request(prompt, sp, priority=prio))
             expect.append((prompt, max_tokens))
         check_invariants(eng, cfg["max_num_seqs"])
         if not eng.has_unfinished_requests():           # idle until the next arrival
@@ -203,7 +219,13 @@ def run_and_check(work, cfg):
                 done[out.request_id] = out
         check_invariants(eng, cfg["max_num_seqs"])
         admitted = [e.request_id for e in recs[-1].request_events if e.kind == "admitted"]
-        assert recs[-1].num_batched_tokens <= max(cfg["max_num_batched_tokens"], MAX_MODEL_LEN)
+        preempted = {e.request_id for e in recs[-1].request_events if e.kind == "preempted"}
+        assert recs[-1].num_batched_tokens <= cfg["max_num_batched_tokens"]   # a real budget
+        assert not preempted & set(admitted)             # no rejoining in the step it yielded
+        if preempted and not by_priority:
+            assert not admitted                          # a step that preempted admits nobody
+        if cap:
+            assert all(c.num_tokens <= cap for c in recs[-1].batch)
         if cfg["scheduler"] == "static":
             # naive batching: nobody joins a batch that is decoding, nor takes a finished
             # member's seat; a new batch forms only in an empty engine
@@ -215,6 +237,7 @@ def run_and_check(work, cfg):
     event(f"preempted={eng.stats().num_preemptions > 0}")
     event(f"prefix hits={eng.stats().prefix_cache_hits > 0}")
     event(f"refused={refused > 0}")
+    event(f"policy={cfg.get('scheduling_policy')}, prefill cap={cap > 0}")
 
     assert set(done) == set(ids)                         # every request finished
     refs = reference([p for p, _ in expect])
@@ -233,6 +256,12 @@ def run_and_check(work, cfg):
     s = eng.stats()
     assert s.num_steps == steps
     assert s.num_preemptions == sum(done[r].metrics.num_preemptions for r in ids)
+    # churn is bounded: each preemption costs at most one recompute of a max-length sequence
+    assert s.num_recomputed_tokens <= s.num_preemptions * MAX_MODEL_LEN
+    assert s.max_preemptions_per_request == max(
+        [done[r].metrics.num_preemptions for r in ids], default=0)
+    if not s.num_preemptions:
+        assert s.num_recomputed_tokens == 0
     assert s.prefix_cache_hits == sum(done[r].metrics.num_cached_tokens for r in ids)
     assert s.max_concurrent_requests <= cfg["max_num_seqs"]
     assert s.peak_kv_blocks_used <= nb
@@ -332,8 +361,9 @@ def test_prefix_cache_off_shares_nothing():
 
 @pytest.mark.parametrize("chunked", [True, False])
 def test_static_never_admits_while_a_batch_is_running(chunked):
+    budget = 8 if chunked else MAX_MODEL_LEN      # chunking off: the budget holds any prompt
     eng = il.Engine("tiny", scheduler="static", max_num_seqs=2, num_blocks=64, block_size=4,
-                    max_num_batched_tokens=8, enable_chunked_prefill=chunked,
+                    max_num_batched_tokens=budget, enable_chunked_prefill=chunked,
                     max_model_len=MAX_MODEL_LEN)
     lens = [1, 5, 2, 2, 7]                        # batches (r0, r1), (r2, r3), (r4)
     ids = [eng.add_request(list(range(10 + i, 22 + i)),
@@ -369,7 +399,7 @@ def test_static_never_admits_while_a_batch_is_running(chunked):
     check_drained(eng)
     # continuous admits r2 as soon as r0 leaves
     cont = il.Engine("tiny", scheduler="continuous", max_num_seqs=2, num_blocks=64, block_size=4,
-                     max_num_batched_tokens=8, enable_chunked_prefill=chunked,
+                     max_num_batched_tokens=budget, enable_chunked_prefill=chunked,
                      max_model_len=MAX_MODEL_LEN)
     assert cont.stats().num_steps == 0
     outs = cont.generate([list(range(10 + i, 22 + i)) for i in range(5)],
@@ -378,3 +408,67 @@ def test_static_never_admits_while_a_batch_is_running(chunked):
     assert cont.stats().num_steps < step
     assert [o.token_ids for o in outs] == [reference_tokens(list(range(10 + i, 22 + i)), n)
                                            for i, n in enumerate(lens)]
+
+
+# --- min_tokens, stop tokens and priorities in any batch --------------------------------------
+_ALONE: dict[tuple, list[int]] = {}
+
+
+def alone(prompt, sp):
+    """The tokens of one request run by itself in the big engine (memoized)."""
+    key = (tuple(prompt), sp.max_tokens, sp.min_tokens, tuple(sp.stop_token_ids))
+    if key not in _ALONE:
+        _ALONE[key] = list(_reference_engine().generate([prompt], sp, use_tqdm=False)[0].token_ids)
+    return _ALONE[key]
+
+
+@st.composite
+def stop_workloads(draw):
+    """Requests whose stop token is one their greedy run would produce (so it matters),
+    with min_tokens from 0 to max_tokens and a priority."""
+    vocab = _reference_engine().vocab_size
+    reqs = []
+    for _ in range(draw(st.integers(1, 5))):
+        prompt = draw(st.lists(st.integers(3, vocab - 1), min_size=1, max_size=30))
+        max_tokens = draw(st.integers(1, MAX_NEW))
+        stop = reference([prompt])[0][draw(st.integers(0, MAX_NEW - 1))]
+        reqs.append((prompt, il.SamplingParams(max_tokens=max_tokens, ignore_eos=True,
+                                               stop_token_ids=[stop],
+                                               min_tokens=draw(st.integers(0, max_tokens))),
+                     draw(st.integers(0, 2))))
+    return reqs
+
+
+@settings(max_examples=10, deadline=None, phases=[Phase.explicit, Phase.generate, Phase.shrink],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(work=stop_workloads(), cfg=configs())
+def test_min_tokens_and_stop_tokens_give_the_same_tokens_in_any_batch(work, cfg):
+    eng = il.Engine("tiny", **cfg)
+    bs, nb = cfg["block_size"], cfg["num_blocks"]
+    by_priority = cfg["scheduling_policy"] == "priority"
+    ids = {}
+    for prompt, sp, prio in work:
+        need = (cdiv(MAX_MODEL_LEN, bs) if cfg["kv_layout"] == "contiguous"
+                else cdiv(len(prompt) + sp.max_tokens, bs))
+        if need <= nb:
+            ids[eng.add_request(prompt, sp, priority=prio if by_priority else 0)] = (prompt, sp)
+    done, steps = {}, 0
+    while eng.has_unfinished_requests():
+        done.update({o.request_id: o for o in eng.step() if o.finished})
+        check_invariants(eng, cfg["max_num_seqs"])
+        steps += 1
+        assert steps <= 2000, "engine made no progress"
+    assert set(done) == set(ids)
+    for rid, (prompt, sp) in ids.items():
+        out, stop = done[rid], sp.stop_token_ids[0]
+        assert out.token_ids == alone(prompt, sp)          # the batch changes no token
+        assert len(out.token_ids) >= sp.min_tokens
+        assert stop not in out.token_ids[:sp.min_tokens]   # masked until min_tokens
+        if out.finish_reason == "stop":
+            assert out.token_ids[-1] == stop and len(out.token_ids) > sp.min_tokens
+            assert stop not in out.token_ids[:-1]
+        else:
+            assert len(out.token_ids) == sp.max_tokens and stop not in out.token_ids
+    check_drained(eng)
+    s = eng.stats()
+    assert s.num_recomputed_tokens <= s.num_preemptions * MAX_MODEL_LEN

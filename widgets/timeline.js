@@ -35,7 +35,12 @@ function render({ model, el }) {
     const plotW = W - LABEL - 8;
     const g = ilDrawLanes(ctx, { ...d, x0: LABEL, w: plotW, y0: 0, h: lanesH, tMax, tCut: t, theme: th });
     ctx.fillStyle = th.fg2; ctx.textBaseline = "middle";
-    if (g.lh >= 9) lanes.forEach((id, i) => ctx.fillText(id.slice(0, 9), 2, i * g.lh + g.lh / 2));
+    const prio = model.get("lane_priority") || [];
+    if (g.lh >= 9) lanes.forEach((id, i) => {
+      const y = i * g.lh + g.lh / 2;
+      ctx.fillText(id.slice(0, prio[i] ? 6 : 9), 2, y);
+      if (prio[i]) { ctx.textAlign = "right"; ctx.fillText(`p=${prio[i]}`, LABEL - 3, y); ctx.textAlign = "left"; }
+    });
     else ctx.fillText(`${lanes.length} requests`, 2, 8);
     // batch strip: prefill + decode tokens per step, scaled to the largest step (budget line if near)
     const y0 = lanesH + 6;
@@ -87,7 +92,8 @@ function render({ model, el }) {
         if (d.segLane[i] === lane && d.segT0[i] <= tm && tm <= Math.max(d.segT1[i], d.segT0[i] + 1e-4) && d.segT0[i] <= geo.t) {
           const s0 = ilArr(model, "seg_step0", Int32Array)[i], s1 = ilArr(model, "seg_step1", Int32Array)[i];
           const tok = ilArr(model, "seg_tokens", Int32Array)[i];
-          text = `${d.lanes[lane]} · ${IL_KIND_NAME[d.segKind[i]]}\n${ilMs(d.segT0[i])} → ${ilMs(d.segT1[i])}` +
+          const p = (model.get("lane_priority") || [])[lane];
+          text = `${d.lanes[lane]}${p ? ` (p=${p})` : ""} · ${IL_KIND_NAME[d.segKind[i]]}\n${ilMs(d.segT0[i])} → ${ilMs(d.segT1[i])}` +
             (tok ? ` · ${tok} tokens` : "") + `\nsteps ${s0}–${s1}`;
           break;
         }
@@ -103,7 +109,7 @@ function render({ model, el }) {
   });
   canvas.addEventListener("mouseleave", () => tip.hide());
   const redraw = ilScheduler(root, draw);
-  for (const nm of ["lanes", "seg_lane", "seg_t1", "step_times", "cursor", "num_steps"]) model.on("change:" + nm, redraw);
+  for (const nm of ["lanes", "lane_priority", "seg_lane", "seg_t1", "step_times", "cursor", "num_steps"]) model.on("change:" + nm, redraw);
   const ro = new ResizeObserver(redraw); ro.observe(root);
   redraw();
   return () => ro.disconnect();

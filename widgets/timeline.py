@@ -19,6 +19,7 @@ def pack_segments(lb: LaneBuilder, t0: float) -> dict:
     fin = [(lane[r], tt, k) for r, (tt, k) in lb.finish.items() if r in lane]
     return {
         "lanes": list(lb.order),
+        "lane_priority": [lb.priority.get(r, 0) for r in lb.order],
         "seg_lane": pack([lane[s.request_id] for s in segs], "<i4"),
         "seg_kind": pack([KINDS[s.kind] for s in segs], "u1"),
         "seg_t0": pack([s.t0 - t0 for s in segs], "<f8"),
@@ -37,6 +38,7 @@ class SchedulerTimeline(View):
     _css = asset("common.css", "timeline.css")
     kind = "Scheduler timeline"
     lanes = t.List(t.Unicode()).tag(sync=True)
+    lane_priority = t.List(t.Int()).tag(sync=True)   # per lane; 0 unless scheduled by priority
     seg_lane = t.Bytes(b"").tag(sync=True)
     seg_kind = t.Bytes(b"").tag(sync=True)       # 0 queued 1 prefill 2 decode 3 preempted
     seg_t0 = t.Bytes(b"").tag(sync=True)

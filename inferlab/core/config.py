@@ -10,6 +10,7 @@ KV_LAYOUTS = ("paged", "contiguous")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 DTYPES = tuple(DTYPE_BYTES)
 CONTIGUOUS_RESERVE = ("max_model_len", "request")
+SCHEDULING_POLICIES = ("fcfs", "priority")
 
 
 @dataclass(slots=True)
@@ -25,6 +26,8 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = True
+    scheduling_policy: str = "fcfs"     # or "priority": lower add_request(priority=) runs first
+    long_prefill_token_threshold: int | None = 0   # prompt tokens per request per step; 0 = off
     contiguous_reserve: str = "max_model_len"
     attention_backend: str = "auto"     # or one of inferlab.kernels.ALL_BACKENDS (checked by the runner)
     clock: str = "wall"                 # "wall" or a GPU profile name, e.g. "H100" (checked by sim)
@@ -61,6 +64,22 @@ class EngineConfig:
                     raise InvalidInputError(f"{name} must be >= 1 (or None for automatic), got {v}")
         for name in ("enable_chunked_prefill", "enable_prefix_caching"):
             check_type(name, getattr(self, name), bool, "a bool")
+        choice("scheduling_policy", SCHEDULING_POLICIES)
+        if self.scheduling_policy == "priority" and self.scheduler != "continuous":
+            raise InvalidInputError("scheduling_policy='priority' needs scheduler='continuous' "
+                                    "(static batching admits whole batches in arrival order)")
+        if self.long_prefill_token_threshold is None:
+            self.long_prefill_token_threshold = 0
+        v = check_type("long_prefill_token_threshold", self.long_prefill_token_threshold, int,
+                       "an int >= 0 (0 or None = off)")
+        if v < 0:
+            raise InvalidInputError(f"long_prefill_token_threshold must be >= 0 (0 = off), got {v}")
+        if v and not self.enable_chunked_prefill:
+            raise InvalidInputError(
+                f"long_prefill_token_threshold={v} splits prompts into chunks, which needs "
+                "enable_chunked_prefill=True (or set the threshold to 0)")
+        if self.max_model_len is not None:
+            self.check_model_len(self.max_model_len)
         check_type("seed", self.seed, int, "an int")
         if self.model is not None:
             check_type("model", self.model, str, "None, 'tiny', or a path to a model directory or .gguf")
@@ -68,6 +87,17 @@ class EngineConfig:
             check_type("device", self.device, str, "None, 'cpu' or 'cuda'")
             if self.device.split(":")[0] not in ("cpu", "cuda"):
                 raise InvalidInputError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
+
+    def check_model_len(self, max_model_len: int) -> None:
+        """Without chunked prefill a whole prompt (or a preempted request's prompt + output)
+        is computed in one step, so the token budget must hold the longest one: as vLLM,
+        refuse ``max_num_batched_tokens < max_model_len`` rather than silently raise it."""
+        if not self.enable_chunked_prefill and self.max_num_batched_tokens < max_model_len:
+            raise InvalidInputError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than "
+                f"max_model_len ({max_model_len}) with enable_chunked_prefill=False: a whole "
+                "prompt must fit one step's token budget. Raise max_num_batched_tokens to at "
+                f"least {max_model_len}, lower max_model_len, or enable chunked prefill")
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> "EngineConfig":

@@ -51,6 +51,7 @@ class RequestInfo:
     prompt_len: int
     arrival: float
     prompt_text: str | None = None
+    priority: int = 0                    # lower runs first under scheduling_policy="priority"
 
 
 @dataclass(slots=True)

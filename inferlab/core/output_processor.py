@@ -25,7 +25,9 @@ class OutputProcessor:
     def new_token(self, req: Request, now: float) -> tuple[str, bool]:
         """Note the token's time and detokenize; returns (text released, hit a stop string)."""
         req.times.token_times.append(now)
-        return self._texts[req.request_id].push(req.output_token_ids, final=req.finished)
+        n = len(req.output_token_ids)    # stop strings count once min_tokens are out (vLLM)
+        return self._texts[req.request_id].push(req.output_token_ids, final=req.finished,
+                                                check_stop=n > req.params.min_tokens)
 
     def emitted(self, req: Request, delta: str) -> EmittedToken:
         n = len(req.output_token_ids)

@@ -13,6 +13,8 @@ class SamplingParams:
     temperature 0 means greedy. ``top_k=0`` and ``top_p=1.0`` disable those filters.
     ``seed`` makes a sampled request reproducible whatever else is in the batch.
     ``stop`` strings end generation; the returned text is cut just before the match.
+    ``min_tokens`` (as in vLLM): until that many tokens are out, EOS and ``stop_token_ids``
+    cannot be sampled and stop strings are not looked for.
     """
 
     max_tokens: int = 64
@@ -23,6 +25,7 @@ class SamplingParams:
     stop: list[str] | str | None = None
     ignore_eos: bool = False
     stop_token_ids: list[int] = field(default_factory=list)
+    min_tokens: int = 0
 
     def __post_init__(self):
         check_type("max_tokens", self.max_tokens, int, "an int >= 1")
@@ -53,6 +56,10 @@ class SamplingParams:
         check_type("stop_token_ids", self.stop_token_ids, (list, tuple), "a list of ints")
         self.stop_token_ids = [check_type("stop_token_ids[i]", t, int, "an int")
                                for t in self.stop_token_ids]
+        check_type("min_tokens", self.min_tokens, int, "an int >= 0")
+        if not 0 <= self.min_tokens <= self.max_tokens:
+            raise InvalidInputError(f"min_tokens must be between 0 and max_tokens "
+                                    f"({self.max_tokens}), got {self.min_tokens}")
 
     @property
     def greedy(self) -> bool:

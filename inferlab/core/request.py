@@ -64,6 +64,9 @@ class Request:
     num_computed_tokens: int = 0
     num_cached_tokens: int = 0       # prompt tokens served from the prefix cache (first admission)
     num_preemptions: int = 0
+    num_recomputed_tokens: int = 0   # tokens computed again after preemptions
+    max_computed_tokens: int = 0     # high-water mark of num_computed_tokens (K/V ever written)
+    priority: int = 0                # lower runs first (scheduling_policy="priority")
     stop_reason: str | int | None = None
     times: RequestTimes = field(default_factory=RequestTimes)
 
@@ -95,10 +98,23 @@ class Request:
     def max_total_tokens(self) -> int:
         return self.num_prompt_tokens + self.params.max_tokens
 
+    def banned_token_ids(self) -> list[int]:
+        """Token ids the sampler may not pick now: until ``min_tokens`` outputs exist, EOS
+        (unless ignored) and the stop token ids (vLLM's min-tokens logits processor)."""
+        p = self.params
+        if len(self.output_token_ids) >= p.min_tokens:
+            return []
+        ids = list(p.stop_token_ids)
+        if not p.ignore_eos and self.eos_token_id is not None:
+            ids.append(self.eos_token_id)
+        return ids
+
     # --- state machine -----------------------------------------------------
+    def can_move_to(self, new: RequestStatus) -> bool:
+        return new in _TRANSITIONS.get(self.status, ())
+
     def move_to(self, new: RequestStatus) -> None:
-        allowed = _TRANSITIONS.get(self.status, set())
-        if new not in allowed:
+        if not self.can_move_to(new):
             raise RuntimeError(f"request {self.request_id}: illegal transition "
                                f"{self.status.name} -> {new.name}")
         self.status = new

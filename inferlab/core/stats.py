@@ -21,6 +21,8 @@ class EngineStats:
     prefix_cache_queries: int    # prompt tokens looked up in the prefix cache
     prefix_cache_hits: int       # prompt tokens served from it
     num_preemptions: int
+    num_recomputed_tokens: int   # prompt + output tokens computed again after preemptions
+    max_preemptions_per_request: int
     num_steps: int
     clock: str
 
@@ -39,7 +41,9 @@ class EngineStats:
             peak_kv_blocks_used=peak.blocks, peak_kv_waste=peak.waste,
             max_concurrent_requests=peak.max_running,
             prefix_cache_queries=s.prefix_cache_queries, prefix_cache_hits=s.prefix_cache_hits,
-            num_preemptions=s.num_preemptions, num_steps=num_steps, clock=clock)
+            num_preemptions=s.num_preemptions, num_recomputed_tokens=s.num_recomputed_tokens,
+            max_preemptions_per_request=s.max_request_preemptions, num_steps=num_steps,
+            clock=clock)
 
     @property
     def prefix_cache_hit_rate(self) -> float:

@@ -19,11 +19,15 @@ class TextState:
             return ""
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def push(self, output_ids: list[int], final: bool = False) -> tuple[str, bool]:
-        """Decode the output so far; return (newly released text, hit a stop string)."""
+    def push(self, output_ids: list[int], final: bool = False,
+             check_stop: bool = True) -> tuple[str, bool]:
+        """Decode the output so far; return (newly released text, hit a stop string).
+
+        ``check_stop=False`` (before ``min_tokens``): stop strings are not looked for yet, but
+        a tail that may start one is still held back, so a match that ends later is cut."""
         full = self._decode(output_ids)
-        hits = [i for s in self.stop
-                if (i := full.find(s, max(0, len(self.text) - len(s) + 1))) != -1]
+        hits = [i for s in self.stop if check_stop
+                and (i := full.find(s, max(0, len(self.text) - len(s) + 1))) != -1]
         stopped = bool(hits)
         if stopped:
             full = full[:min(hits)]

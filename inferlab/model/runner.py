@@ -100,7 +100,7 @@ class ModelRunner:
             return {}
         params = [r.params for r in samplers]
         gens = [None if p.greedy else self._generator(r) for r, p in zip(samplers, params)]
-        tokens = sample(logits, params, gens)
+        tokens = sample(logits, params, gens, [r.banned_token_ids() for r in samplers])
         return {r.request_id: t for r, t in zip(samplers, tokens)}
 
     @torch.inference_mode()

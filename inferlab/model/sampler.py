@@ -34,8 +34,16 @@ def filter_logits(logits: torch.Tensor, p: SamplingParams) -> torch.Tensor:
 
 
 def sample(logits: torch.Tensor, params: list[SamplingParams],
-           generators: list[torch.Generator | None]) -> list[int]:
-    """logits [R, vocab] -> R token ids."""
+           generators: list[torch.Generator | None],
+           banned: list[list[int]] | None = None) -> list[int]:
+    """logits [R, vocab] -> R token ids. ``banned[i]``: ids row i may not pick (min_tokens)."""
+    if banned and any(banned):
+        logits = logits.clone()
+        vocab = logits.shape[-1]
+        for i, ids in enumerate(banned):
+            ids = [t for t in ids if 0 <= t < vocab]
+            if ids:
+                logits[i, ids] = float("-inf")
     greedy = logits.argmax(dim=-1).tolist()
     out = []
     for i, p in enumerate(params):

@@ -32,6 +32,7 @@ class LaneBuilder:
         self.arrivals = arrivals if arrivals is not None else {}
         self.segments: list[Segment] = []
         self.order: list[str] = []             # request ids by first appearance
+        self.priority: dict[str, int] = {}     # rid -> priority, when not 0
         self.finish: dict[str, tuple[float, str]] = {}   # rid -> (time, finished|aborted|...)
         self._open: dict[str, Segment] = {}      # rid -> open queued/preempted segment
         self._last: dict[str, Segment] = {}      # rid -> last compute segment
@@ -46,6 +47,8 @@ class LaneBuilder:
         for ev in rec.request_events:
             if ev.kind == "queued":
                 self._see(ev.request_id)
+                if ev.info is not None and ev.info.priority:
+                    self.priority[ev.request_id] = ev.info.priority
                 start = min(self.arrivals.get(ev.request_id, t0), t0)
                 self._open[ev.request_id] = Segment(ev.request_id, "queued", start, t0, k, k)
             elif ev.kind == "preempted":

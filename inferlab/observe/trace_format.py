@@ -15,6 +15,8 @@ version bump and a migration for the older files.
     version 2: the "queued" request event carries the request's ``info`` (prompt_len,
         arrival, prompt_text cut to 2000 chars); the ``requests`` table is gone (it is
         rebuilt from those events). Unknown keys are refused at every level but ``meta``.
+        Later in v2: ``info.priority`` (int, written only when not 0; files without it load
+        with priority 0).
 
     to_file(trace) / encode(trace) / to_builtins(trace)    in memory -> current file form
     from_file(bytes or parsed JSON, source) -> (meta, requests, records)   any version
@@ -64,10 +66,11 @@ class Token(_Strict):
     index: NonNeg
 
 
-class Info(_Strict):
+class Info(_Strict, omit_defaults=True):
     prompt_len: NonNeg
     arrival: Finite
     prompt_text: Union[str, None]
+    priority: int = 0                 # omitted when 0, so such files read as before
 
 
 class ReqEvent(_Strict):
@@ -142,7 +145,8 @@ def _text(s):
 
 def _event_to_file(e: RequestEvent) -> ReqEvent:
     i = e.info
-    info = None if i is None else Info(i.prompt_len, i.arrival, _text(i.prompt_text))
+    info = None if i is None else Info(i.prompt_len, i.arrival, _text(i.prompt_text),
+                                       i.priority)
     return ReqEvent(e.request_id, e.kind, e.detail, info)
 
 
@@ -183,7 +187,8 @@ def to_builtins(trace) -> dict:
 def step_from_file(s: Step) -> StepRecord:
     def event(e: ReqEvent) -> RequestEvent:
         i = e.info
-        info = None if i is None else RequestInfo(i.prompt_len, i.arrival, i.prompt_text)
+        info = None if i is None else RequestInfo(i.prompt_len, i.arrival, i.prompt_text,
+                                                  i.priority)
         return RequestEvent(e.request_id, e.kind, e.detail, info)
     return StepRecord(
         step=s.step, t_start=s.t_start, t_end=s.t_end, wall_duration=s.wall_duration,
@@ -201,9 +206,12 @@ def step_from_file(s: Step) -> StepRecord:
 
 
 def request_entry(info: RequestInfo) -> dict:
-    """A queued request's info as kept in ``Trace.requests``."""
-    return {"prompt_len": info.prompt_len, "arrival": info.arrival,
-            "prompt_text": (info.prompt_text or "")[:PROMPT_CHARS]}
+    """A queued request's info as kept in ``Trace.requests`` (``priority`` only when set)."""
+    entry = {"prompt_len": info.prompt_len, "arrival": info.arrival,
+             "prompt_text": (info.prompt_text or "")[:PROMPT_CHARS]}
+    if info.priority:
+        entry["priority"] = info.priority
+    return entry
 
 
 def _say(e: msgspec.ValidationError, prefix: str = "$") -> tuple[str, str]:
