@@ -20,6 +20,7 @@ from .core.kv_manager import ContiguousKVManager, KVManager, PagedKVManager
 from .core.output_processor import OutputProcessor
 from .core.outputs import RequestOutput
 from .core.params import SamplingParams
+from .core.policy import check_priority, priorities_for
 from .core.prompts import pair_prompts, to_token_ids
 from .core.request import Request, RequestStatus
 from .core.scheduler import Scheduler
@@ -55,6 +56,7 @@ class Engine:
         if self.max_model_len > model_len:
             raise InvalidInputError(f"max_model_len={self.max_model_len} exceeds the model's "
                                     f"context of {model_len} tokens")
+        cfg.check_model_len(self.max_model_len)   # the token budget vs max_model_len, early
         bytes_per_token = kv_bytes_per_token(ModelShape.from_hf_config(hf_cfg),
                                              DTYPE_BYTES[cfg.dtype])
         self.num_blocks = cfg.num_blocks or auto_num_blocks(
@@ -71,12 +73,7 @@ class Engine:
             if cfg.kv_layout == "paged" else
             ContiguousKVManager(self.num_blocks, cfg.block_size, self.max_model_len,
                                 cfg.contiguous_reserve))
-        sched_cfg = cfg
-        if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < self.max_model_len:
-            # Without chunking a whole prompt must fit one step's budget.
-            from dataclasses import replace
-            sched_cfg = replace(cfg, max_num_batched_tokens=self.max_model_len)
-        self.scheduler = Scheduler(sched_cfg, self.kv, self.max_model_len)
+        self.scheduler = Scheduler(cfg, self.kv, self.max_model_len)
         self.clock: Clock = make_clock(cfg.clock, hf_config=hf_cfg, sim_model=cfg.sim_model,
                                        model_name=self.loaded.name)
         self.output = OutputProcessor(self.tokenizer)
@@ -107,16 +104,21 @@ class Engine:
 
     # --- requests -----------------------------------------------------------------
     def add_request(self, prompt, params: SamplingParams | None = None, *,
-                    request_id: str | None = None, arrival_time: float | None = None) -> str:
-        """Queue a prompt (string, token ids or chat messages); returns its request id."""
+                    request_id: str | None = None, arrival_time: float | None = None,
+                    priority: int = 0) -> str:
+        """Queue a prompt (string, token ids or chat messages); returns its request id.
+
+        ``priority`` (scheduling_policy="priority" only): lower runs first, as in vLLM."""
         params = SamplingParams() if params is None else params
         if not isinstance(params, SamplingParams):
             raise InvalidTypeError(f"params must be SamplingParams, got {type(params).__name__}")
+        check_priority(priority, self.config.scheduling_policy)
         ids, text = to_token_ids(prompt, self.tokenizer, self.vocab_size)
         if len(ids) >= self.max_model_len:
             raise CapacityError(f"prompt has {len(ids)} tokens; max_model_len is "
                                 f"{self.max_model_len}, which must leave room for at least one "
                                 "new token (shorten the prompt or raise max_model_len)")
+        self.scheduler.check_fits_budget(len(ids))
         total = min(len(ids) + params.max_tokens, self.max_model_len)
         if not self.kv.can_ever_fit(total):
             raise CapacityError(
@@ -134,7 +136,7 @@ class Engine:
         now = self.clock.now()
         arrival = now if arrival_time is None else float(arrival_time)
         req = Request(request_id, ids, params, prompt_text=text, eos_token_id=self.eos_token_id,
-                      arrival_time=arrival)
+                      arrival_time=arrival, priority=priority)
         self.output.add(req)
         if arrival > now:
             heapq.heappush(self._pending, (arrival, next(self._seq), req))
@@ -167,6 +169,21 @@ class Engine:
         """Abort every queued, future and running request; returns how many were aborted."""
         ids = list(self.scheduler.requests) + [r.request_id for _, _, r in self._pending]
         return sum(self.abort(rid) for rid in ids)
+
+    def reset_prefix_cache(self) -> bool:
+        """Drop every cached prefix block (vLLM's name); True when done.
+
+        As in vLLM, refused while any request holds KV blocks: it returns False, warns with
+        how many requests are running, and changes nothing (abort or finish them first).
+        The dropped blocks appear as one "evicted" KV event in the next step's record."""
+        if self.kv.reset_prefix_cache():
+            return True
+        import warnings
+        warnings.warn(f"inferlab: reset_prefix_cache() refused: {len(self.scheduler.running)} "
+                      f"running request(s) hold {self.kv.usage().blocks_used} KV blocks; nothing "
+                      "was dropped (let them finish or abort them, then reset)",
+                      RuntimeWarning, stacklevel=2)
+        return False
 
     def request_stop(self) -> None:
         """Ask the engine to abort everything at the start of its next step.
@@ -262,13 +279,15 @@ class Engine:
         """Call ``callback(StepRecord)`` after every step; returns an unsubscribe function."""
         return self.bus.subscribe(callback)
 
-    def generate(self, prompts, params=None, use_tqdm: bool = True) -> list[RequestOutput]:
-        """Run prompts to completion together; outputs in the order of ``prompts``."""
+    def generate(self, prompts, params=None, use_tqdm: bool = True,
+                 priority: int | list[int] = 0) -> list[RequestOutput]:
+        """Run prompts to completion together; outputs in the order of ``prompts``.
+        ``priority``: one for all prompts or a list with one per prompt (as ``params``)."""
         prompts, plist = pair_prompts(prompts, params)
         ids = []
         try:
-            for p, sp in zip(prompts, plist):
-                ids.append(self.add_request(p, sp))
+            for p, sp, prio in zip(prompts, plist, priorities_for(priority, len(prompts))):
+                ids.append(self.add_request(p, sp, priority=prio))
             return self._run_until_done(ids, use_tqdm)
         except BaseException:
             for rid in ids:                  # bad input or Ctrl-C: leave nothing behind

@@ -4,6 +4,8 @@
     inferlab bench kv         paged vs contiguous KV: peak waste, max concurrent requests
     inferlab bench prefix     prefix caching: TTFT on shared prompts, cost when nothing hits
     inferlab bench chunked    chunked prefill: p99 inter-token latency, throughput cost
+    inferlab bench prefix-reuse  free-block order vs prefix hits under a tight KV budget
+                              (deterministic, core only; in bench/reuse.py)
 
 Every comparison runs the same requests (ignore_eos, greedy) on engines that differ only in
 the option under test: same model, same max_num_seqs, same KV budget (num_blocks). Timed runs
@@ -16,6 +18,7 @@ import statistics
 import time
 
 from ..core.shapes import cdiv
+from .reuse import bench_reuse
 
 PASS = lambda ok: "PASS" if ok else "MISS"
 
@@ -76,8 +79,6 @@ def count_steps(workload, **engine_kw) -> int:
         kv = PagedKVManager(cfg.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
     else:
         kv = ContiguousKVManager(cfg.num_blocks, cfg.block_size, max_len, cfg.contiguous_reserve)
-    if not cfg.enable_chunked_prefill:
-        cfg.max_num_batched_tokens = max(cfg.max_num_batched_tokens, max_len)
     s = Scheduler(cfg, kv, max_len)
     for r in workload:
         s.add(Request(r.request_id, list(r.prompt_token_ids),
@@ -292,8 +293,9 @@ def bench_chunked(model=None, repeats=3, num_decoders=8, decode_tokens=160, num_
     steps = {}
     for _ in range(repeats):
         for on in (True, False):
-            wall, outs = _chunked_run(model, {**base, "enable_chunked_prefill": on}, decoders,
-                                      longs, every, sp_dec, sp_long)
+            kw = {**base, "enable_chunked_prefill": on,   # off: the budget holds a whole prompt
+                  "max_num_batched_tokens": budget if on else max(budget, base["max_model_len"])}
+            wall, outs = _chunked_run(model, kw, decoders, longs, every, sp_dec, sp_long)
             walls[on].append(wall)
             p99[on].append(summarize(outs).itl.p99)
     n_tok = num_decoders * (32 + decode_tokens) + num_long * (long_prompt + 8)
@@ -315,12 +317,13 @@ def bench_chunked(model=None, repeats=3, num_decoders=8, decode_tokens=160, num_
 
 
 BENCHES = {"batching": bench_batching, "kv": bench_kv, "prefix": bench_prefix,
-           "chunked": bench_chunked}
+           "chunked": bench_chunked, "prefix-reuse": bench_reuse}
 
 
 def run(what: str, repeats: int = 3, model=None, num_requests: int | None = None,
         out=print) -> dict:
-    """Entry point of ``inferlab bench batching|kv|prefix|chunked``; returns the results."""
+    """Entry point of ``inferlab bench batching|kv|prefix|chunked|prefix-reuse``; returns
+    the results."""
     if what not in BENCHES:
         raise ValueError(f"unknown benchmark {what!r}; choose one of {sorted(BENCHES)}")
     kw = {"num_requests": num_requests} if num_requests and what in ("batching", "kv") else {}

@@ -52,16 +52,21 @@ class KVManager(Protocol):
     def usage(self) -> KVUsage: ...
     def block_ref_counts(self) -> list[int]: ...
     def cached_block_ids(self) -> set[int]: ...
+    def reset_prefix_cache(self) -> bool:
+        """Drop every cached prefix; False (nothing changed) while a request holds blocks."""
     def drain_events(self) -> list[KVEvent]: ...
 
 
 class PagedKVManager:
     layout = "paged"
 
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
+                 evict_cached_last: bool = True):
         self.block_size = block_size
         self.num_blocks = num_blocks
-        self.pool = BlockPool(num_blocks, enable_caching=enable_prefix_caching)
+        # evict_cached_last=False: the old single free queue, for the prefix-reuse benchmark
+        self.pool = BlockPool(num_blocks, enable_caching=enable_prefix_caching,
+                              evict_cached_last=evict_cached_last)
         self.enable_prefix_caching = enable_prefix_caching
         self.tables: dict[str, list[int]] = {}
         self._hashes: dict[str, list[BlockHash]] = {}  # chained hashes of the request's full blocks
@@ -171,7 +176,14 @@ class PagedKVManager:
         return list(self.pool.ref_cnt)
 
     def cached_block_ids(self) -> set[int]:
-        return {b for b in range(self.num_blocks) if self.pool.block_hash[b] is not None}
+        return self.pool.cached_block_ids()
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix. Refused (False) while any request holds blocks, as in
+        vLLM; with prefix caching off nothing is cached and it is always True."""
+        if not self.enable_prefix_caching:
+            return True
+        return self.pool.reset_prefix_cache()
 
     def drain_events(self) -> list[KVEvent]:
         return self.pool.drain_events()
@@ -263,6 +275,9 @@ class ContiguousKVManager:
 
     def cached_block_ids(self) -> set[int]:
         return set()
+
+    def reset_prefix_cache(self) -> bool:
+        return True                      # nothing is ever cached here
 
     def drain_events(self) -> list[KVEvent]:
         ev, self._events = self._events, []
