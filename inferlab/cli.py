@@ -1,4 +1,5 @@
-"""Command line: `inferlab generate "prompt"`, `inferlab bench ...`, `inferlab figures`."""
+"""Command line: `inferlab generate "prompt"`, `inferlab bench ...`, `inferlab figures`,
+`inferlab claims` (the report card: every claim's computed verdict)."""
 from __future__ import annotations
 
 import argparse
@@ -43,6 +44,10 @@ def _bench(args) -> int:
         from inferlab.bench.engine import bench_soak
         res = bench_soak(num_requests=args.requests or 2000)
         return 0 if res["blocks_leaked"] == 0 and res["rss_growth"] < 0.05 else 1
+    if args.what == "vllm":
+        from inferlab.bench.vllm import bench_vllm
+        bench_vllm(num_requests=args.requests or 32, repeats=args.repeats)
+        return 0
     if args.what == "widgets":
         from inferlab.bench.widgets import main as bench_widgets
         return bench_widgets(["--requests", str(args.requests or 200)])
@@ -52,9 +57,29 @@ def _bench(args) -> int:
     return 0
 
 
+def _export_hf(args) -> int:
+    from inferlab.bench.weights import export_hf
+    return export_hf(args.dir, args.model, args.dtype)
+
+
+def _cache(args) -> int:
+    from inferlab.bench.weights import cache
+    return cache(args.action)
+
+
 def _figures(args) -> int:
     from inferlab.lab.book import build_all
     build_all(args.out, smoke=args.smoke)
+    return 0
+
+
+def _claims(args) -> int:
+    from inferlab.lab import claims, report
+    results = claims.run_all(smoke=args.smoke, only=args.only or None,
+                             progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    mode = "smoke run" if args.smoke else "full run"
+    print(f"inferlab report card ({mode}; {len(results)} claims)\n")
+    print(report.markdown_table(results) if args.markdown else report.text_table(results))
     return 0
 
 
@@ -77,17 +102,32 @@ def main(argv=None) -> int:
     g.set_defaults(fn=_generate)
     b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
-                                    "trace", "widgets"])
+                                    "trace", "widgets", "prefix-reuse", "vllm"])
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000)")
     b.add_argument("--model", default=None)
     b.add_argument("--device", default=None)
     b.set_defaults(fn=_bench)
+    x = sub.add_parser("export-hf", help="write a model as a transformers directory with "
+                       "safetensors (what vLLM loads)")
+    x.add_argument("dir", help="a new (or empty) directory")
+    x.add_argument("--model", default=None, help="None = SmolLM2-135M-Instruct; 'tiny'; a path")
+    x.add_argument("--dtype", default="float32")
+    x.set_defaults(fn=_export_hf)
+    c = sub.add_parser("cache", help="the cache of converted weights: info | clear")
+    c.add_argument("action", choices=["info", "clear"])
+    c.set_defaults(fn=_cache)
     f = sub.add_parser("figures", help="regenerate every chapter's figure (SVG, PNG, PDF)")
     f.add_argument("--out", default="figures")
     f.add_argument("--smoke", action="store_true", help="small workloads (fast)")
     f.set_defaults(fn=_figures)
+    c = sub.add_parser("claims", help="the report card: measure and judge every claim")
+    c.add_argument("--smoke", action="store_true", help="small workloads (fast)")
+    c.add_argument("--only", nargs="+", default=None,
+                   help="claim ids or chapters (e.g. ch05 04-kv-waste)")
+    c.add_argument("--markdown", action="store_true", help="print a Markdown table (README)")
+    c.set_defaults(fn=_claims)
     args = p.parse_args(argv)
     from inferlab.errors import InferlabError
     try:

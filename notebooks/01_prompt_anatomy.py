@@ -36,7 +36,9 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 # %% [markdown]
 # The conversation is a short support chat with fixed replies (so every run sends the same
 # tokens). Each turn is sent to the engine twice: with **prefix caching** off (every token
-# computed again) and on (the start of the prompt, already seen last turn, is reused).
+# computed again) and on (the start of the prompt, already seen last turn, is reused). On the
+# wall clock the two conversations run in turn, repeated (uncached, cached, uncached, cached):
+# TTFTs are medians with their range in brackets, with a warning if the machine was busy.
 #
 # Knobs: edit `ch.SYSTEM`, `ch.TOOLS`, `ch.MEMORY` or `ch.TURNS` and re-run; `ch.anatomy(tok, turn=5)`
 # shows a later turn.
@@ -77,14 +79,20 @@ assert [r["prompt_tokens"] for r in sim_off] == sorted(r["prompt_tokens"] for r 
 # with the cache, turns after the first compute far fewer tokens, and start sooner
 for off, on in zip(sim_off[1:], sim_on[1:]):
     assert on["computed_tokens"] < off["computed_tokens"] / 2
-assert sum(r["ttft"] for r in wall_on[1:]) < sum(r["ttft"] for r in wall_off[1:])
-print("later turns: cached prompts compute less and reach the first token sooner")
+# the same counts on the wall-clock runs (their times are printed, never asserted: a busy
+# machine moves them; see the spread and any warning in the summary above)
+for off, on in zip(wall_off[1:], wall_on[1:]):
+    assert on["computed_tokens"] < off["computed_tokens"] / 2
+print("later turns: cached prompts compute less than half of what uncached ones compute")
 
 # %% [markdown]
 # ## Claim vs measured here
+#
+# The verdict is computed from this run's numbers by the claim's judge in
+# `inferlab.lab.claims`, the same one the report card (`inferlab claims`,
+# `11_report_card`) uses: `holds`, `holds, smaller here`, `does not hold here` or
+# `not measurable here`, with the reason in numbers.
 
 # %%
-print("Claim:   ", ch.CLAIM)
-print()
-print("Measured here:")
-print(ch.summary(data))
+from inferlab.lab import claims
+claims.print_verdicts(1, data)

@@ -35,6 +35,9 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 # **simulated H100** (an 8B model's arithmetic and memory traffic priced at the GPU's datasheet
 # numbers) and this machine's **wall clock** (in smoke mode a random model with SmolLM2's exact
 # shape; in a full run the real SmolLM2). The roofline is drawn from the same cost model.
+# On the wall clock the lengths run interleaved and repeated (32, 128, 512, 32, 128, 512 ...):
+# each number is the median, with its range in brackets, and a warning is printed when the
+# machine was too busy to trust them (`inferlab.lab.protocol`).
 #
 # Knobs: `ch.LENGTHS`, `ch.SIM_LENGTHS`, `ch.roofline(gpu="L4", model="llama-3-70b")`.
 
@@ -64,19 +67,22 @@ show(fig)   # fig.show() for the interactive version
 # This cell fails if the effect went the other way.
 
 # %%
-for clock in ("sim", "wall"):
-    rows = data["runs"][clock]
-    ttft, tpot = [r["ttft"] for r in rows], [r["tpot"] for r in rows]
-    assert ttft[-1] > 2 * ttft[0], (clock, ttft)          # TTFT grows with the input
-    flat = 1.6 if clock == "sim" else 2.0                 # wall clock: allow machine noise
-    assert max(tpot) < flat * min(tpot), (clock, tpot)    # per-token decode time stays flat
-print("TTFT grows with input length; the time per output token does not")
+# On the simulated clock (deterministic: priced by the cost model, the same every run). The
+# wall-clock sweep is printed above with its spread, never asserted: a busy machine moves it.
+rows = data["runs"]["sim"]
+ttft, tpot = [r["ttft"] for r in rows], [r["tpot"] for r in rows]
+assert ttft[-1] > 2 * ttft[0], ttft               # TTFT grows with the input
+assert max(tpot) < 1.6 * min(tpot), tpot          # per-token decode time stays flat
+print("TTFT grows with input length; the time per output token does not (simulated H100)")
 
 # %% [markdown]
 # ## Claim vs measured here
+#
+# The verdict is computed from this run's numbers by the claim's judge in
+# `inferlab.lab.claims`, the same one the report card (`inferlab claims`,
+# `11_report_card`) uses: `holds`, `holds, smaller here`, `does not hold here` or
+# `not measurable here`, with the reason in numbers.
 
 # %%
-print("Claim:   ", ch.CLAIM)
-print()
-print("Measured here:")
-print(ch.summary(data))
+from inferlab.lab import claims
+claims.print_verdicts(3, data)

@@ -80,9 +80,12 @@ print(f"paged waste {p['peak_waste']:.1%} < contiguous waste {c['peak_waste']:.0
 
 # %% [markdown]
 # ## Claim vs measured here
+#
+# The verdict is computed from this run's numbers by the claim's judge in
+# `inferlab.lab.claims`, the same one the report card (`inferlab claims`,
+# `11_report_card`) uses: `holds`, `holds, smaller here`, `does not hold here` or
+# `not measurable here`, with the reason in numbers.
 
 # %%
-print("Claim:   ", ch.CLAIM)
-print()
-print("Measured here:")
-print(ch.summary(data))
+from inferlab.lab import claims
+claims.print_verdicts(4, data)

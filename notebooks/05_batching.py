@@ -33,7 +33,9 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 # %% [markdown]
 # The same requests (answer lengths vary widely) run under `scheduler="static"` and
 # `scheduler="continuous"` with the same batch limit, first on this machine's **wall clock**
-# (the tiny random model), then on the **simulated H100 clock** (8B model shape).
+# (the tiny random model), then on the **simulated H100 clock** (8B model shape). On the wall
+# clock the two schedulers run in turn, repeated (static, continuous, static, continuous):
+# the summary gives the median, the range in brackets, and a warning if the machine was busy.
 #
 # Knobs: `ch.engine_options`, `ch.workload`; or open the Lab in the tour and switch the
 # scheduler.
@@ -80,9 +82,12 @@ print(f"continuous / static throughput: {sim['ratio']:.2f}x (simulated H100), "
 
 # %% [markdown]
 # ## Claim vs measured here
+#
+# The verdict is computed from this run's numbers by the claim's judge in
+# `inferlab.lab.claims`, the same one the report card (`inferlab claims`,
+# `11_report_card`) uses: `holds`, `holds, smaller here`, `does not hold here` or
+# `not measurable here`, with the reason in numbers.
 
 # %%
-print("Claim:   ", ch.CLAIM)
-print()
-print("Measured here:")
-print(ch.summary(data))
+from inferlab.lab import claims
+claims.print_verdicts(5, data)

@@ -65,8 +65,12 @@ print(f"p99 ITL: chunked {c['p99'] * 1e3:.1f} ms < unchunked {u['p99'] * 1e3:.1f
 
 # %% [markdown]
 # ## Claim vs measured here
+#
+# The verdict is computed from this run's numbers by the claim's judge in
+# `inferlab.lab.claims`, the same one the report card (`inferlab claims`,
+# `11_report_card`) uses: `holds`, `holds, smaller here`, `does not hold here` or
+# `not measurable here`, with the reason in numbers.
 
 # %%
-print("Claim:   ", ch.CLAIM)
-print()
-print("Measured:", ch.summary(data))
+from inferlab.lab import claims
+claims.print_verdicts(6, data)

@@ -69,8 +69,12 @@ print("every cached round computes fewer tokens and starts sooner than the uncac
 
 # %% [markdown]
 # ## Claim vs measured here
+#
+# The verdict is computed from this run's numbers by the claim's judge in
+# `inferlab.lab.claims`, the same one the report card (`inferlab claims`,
+# `11_report_card`) uses: `holds`, `holds, smaller here`, `does not hold here` or
+# `not measurable here`, with the reason in numbers.
 
 # %%
-print("Claim:   ", ch.CLAIM)
-print()
-print("Measured:", ch.summary(data))
+from inferlab.lab import claims
+claims.print_verdicts(7, data)

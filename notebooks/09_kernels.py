@@ -51,18 +51,24 @@ show(fig)   # fig.show() for the interactive version
 
 # %% [markdown]
 # ### The check
-# This cell fails if the effect went the other way.
+# This cell fails if the two kernels disagree (speed is judged, not asserted, at the end).
 
 # %%
-import statistics
-speedups = [r["speedup"] for r in data["rows"]]
-assert statistics.median(speedups) > 1.0, "numba should beat the gather-then-attend reference"
-print("median speedup of numba over the reference:", f"{statistics.median(speedups):.1f}x")
+# Both kernels compute the same attention on every shape. Which is faster is a wall-clock
+# question: it is judged below with its spread and a busy-machine warning, never asserted.
+errors = [r["max_err"] for r in data["rows"]]
+assert max(errors) < 1e-3, errors
+print(f"numba and the reference agree on {len(errors)} shapes (max abs difference "
+      f"{max(errors):.1e})")
 
 # %% [markdown]
 # ## Claim vs measured here
+#
+# The verdict is computed from this run's numbers by the claim's judge in
+# `inferlab.lab.claims`, the same one the report card (`inferlab claims`,
+# `11_report_card`) uses: `holds`, `holds, smaller here`, `does not hold here` or
+# `not measurable here`, with the reason in numbers.
 
 # %%
-print("Claim:   ", ch.CLAIM)
-print()
-print("Measured:", ch.summary(data))
+from inferlab.lab import claims
+claims.print_verdicts(9, data)

@@ -58,15 +58,19 @@ show(fig)   # fig.show() for the interactive version
 for m, rows in data["models"].items():
     one, many = rows[0], rows[-1]
     assert many["weights_gb"] < one["weights_gb"]
-    assert many["comm_ms"] > one["comm_ms"] == 0
+    assert many["comm_ms"] > one["comm_ms"] == 0                 # simulated clock
     # communication keeps the speedup below the number of GPUs
-    assert one["step_ms"] / many["step_ms"] < many["tp"], m
+    assert one["step_ms"] / many["step_ms"] < many["tp"], m      # simulated clock
 print("weights per GPU shrink, all-reduce time appears, speedup stays below tp")
 
 # %% [markdown]
 # ## Claim vs measured here
+#
+# The verdict is computed from this run's numbers by the claim's judge in
+# `inferlab.lab.claims`, the same one the report card (`inferlab claims`,
+# `11_report_card`) uses: `holds`, `holds, smaller here`, `does not hold here` or
+# `not measurable here`, with the reason in numbers.
 
 # %%
-print("Claim:   ", ch.CLAIM)
-print()
-print("Measured:", ch.summary(data))
+from inferlab.lab import claims
+claims.print_verdicts(10, data)

@@ -11,7 +11,7 @@ def cli(*args, timeout=300):
 def test_help_lists_commands():
     r = cli("--help")
     assert r.returncode == 0
-    for word in ("generate", "bench", "figures"):
+    for word in ("generate", "bench", "figures", "claims"):
         assert word in r.stdout
 
 

@@ -38,8 +38,9 @@ def check_parity(engine, hf, n=32):
 def test_smollm2_greedy_matches_transformers(smollm2, block_size, backend):
     eng = il.Engine(block_size=block_size, attention_backend=backend)
     outs = check_parity(eng, smollm2.hf_model)
-    assert outs[0].text.startswith("\nassistant\nThe capital of France is Paris") or \
-        "Paris" in outs[0].text
+    # a raw prompt (no chat template): the model answers, then runs on (ignore_eos)
+    assert outs[0].text == ("\nassistant\nThe capital of France is Paris.\nsystem\n\nuser\n"
+                            "I'm planning to launch a new product")
 
 
 @pytest.mark.slow

@@ -203,7 +203,8 @@ class View(anywidget.AnyWidget):
                 png = to_image(self.figure(), "png", width=900, height=420)
                 data["image/png"] = base64.b64encode(png).decode("ascii")
             except Exception as e:  # noqa: BLE001 - no browser for kaleido: widget only
-                self.errors.append(f"static image: {type(e).__name__}: {e}")
+                from inferlab.lab.figures import export_failed
+                self.errors.append(export_failed(f"{type(self).__name__} static image", e))
         return data, meta
 
     def snapshot(self):

@@ -71,10 +71,16 @@ def _start_server() -> None:
     _server_started = True
     try:
         import kaleido
-        kaleido.start_sync_server(silence_warnings=True)
-        atexit.register(lambda: kaleido.stop_sync_server(silence_warnings=True))
-    except Exception:   # noqa: BLE001 - old kaleido: write_image still works, just slower
-        pass
+        start, stop = kaleido.start_sync_server, kaleido.stop_sync_server
+    except (ImportError, AttributeError):   # old kaleido: write_image works, just slower
+        return
+    try:
+        start(silence_warnings=True)
+        atexit.register(lambda: stop(silence_warnings=True))
+    except Exception as exc:   # noqa: BLE001 - each image then starts its own browser
+        warnings.warn(f"inferlab: kaleido's browser server did not start ({type(exc).__name__}: "
+                      f"{exc}); figure export will be slower or fail", RuntimeWarning,
+                      stacklevel=3)
 
 
 def to_image(fig: go.Figure, fmt: str = "png", width: int = 900, height: int = 450,
@@ -83,6 +89,15 @@ def to_image(fig: go.Figure, fmt: str = "png", width: int = 900, height: int = 4
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fig.to_image(format=fmt, width=width, height=height, scale=scale)
+
+
+def export_failed(what: str, exc: BaseException) -> str:
+    """Say, visibly, that a figure could not be exported (a RuntimeWarning naming the error);
+    returns the message, for the caller's own error list. For the places that go on without
+    the image (a widget's static PNG, a notebook's picture), so no failure passes silently."""
+    msg = (f"inferlab: {what} unavailable: figure export failed ({type(exc).__name__}: {exc})")
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+    return msg
 
 
 def save(fig: go.Figure, path, width: int = 900, height: int = 450, scale: float = 2.0) -> str:

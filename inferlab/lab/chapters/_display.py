@@ -10,5 +10,6 @@ def show(fig, width: int = 1000, height: int = 480) -> None:
     try:
         display(Image(figures.to_image(fig, "png", width=width, height=height)))
     except Exception as exc:   # noqa: BLE001 - no headless browser (e.g. some Binder images)
-        print(f"(static image unavailable: {type(exc).__name__}; showing the interactive figure)")
+        msg = figures.export_failed("static image", exc)
+        print(f"({msg}; showing the interactive figure)")
         fig.show()

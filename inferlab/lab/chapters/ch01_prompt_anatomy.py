@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 
-from .. import palette
+from .. import palette, protocol
 from . import _kit
 
 TITLE = "Prompt anatomy and statelessness"
@@ -109,7 +109,7 @@ def replay_turns(eng, turns: int) -> list[dict]:
     return rows
 
 
-def measure(smoke: bool = False, deterministic: bool = False) -> dict:
+def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None) -> dict:
     _kit.seed_everything(0)
     tok = _kit.tokenizer()
     tokens = anatomy(tok, turn=3)
@@ -120,16 +120,39 @@ def measure(smoke: bool = False, deterministic: bool = False) -> dict:
     for cache in (False, True):
         eng = _kit.engine("tiny", enable_prefix_caching=cache, **_kit.SIM)
         runs[("cached" if cache else "uncached") + " · sim"] = replay_turns(eng, turns)
+    data = {"tokens": tokens, "counts": counts, "runs": runs, "clock_sim": _kit.SIM_LABEL}
     if not deterministic:
-        # Wall clock on this machine: the real SmolLM2 in full runs; in smoke a random model
-        # of its exact shape (same arithmetic, no weights file): the 2-layer tiny model is so
-        # cheap that a busy CPU's noise would swamp what the cache saves.
-        model = "tiny-smollm2" if smoke else None
-        _kit.warm_up(_kit.engine(model))
-        for cache in (False, True):
-            eng = _kit.engine(model, enable_prefix_caching=cache)
-            runs[("cached" if cache else "uncached") + " · wall"] = replay_turns(eng, turns)
-    return {"tokens": tokens, "counts": counts, "runs": runs, "clock_sim": _kit.SIM_LABEL}
+        data["wall"] = _measure_wall(smoke, turns, repeats or (2 if smoke else 5), runs)
+    return data
+
+
+def _measure_wall(smoke: bool, turns: int, repeats: int, runs: dict) -> dict:
+    """Wall clock on this machine, uncached and cached conversations interleaved (A B A B):
+    the real SmolLM2 in full runs; in smoke a random model of its exact shape (same
+    arithmetic, no weights file): the 2-layer tiny model is so cheap that a busy CPU's noise
+    would swamp what the cache saves. Each row's TTFT is the median over the repeats, with
+    its range in ``ttft_lo`` / ``ttft_hi``."""
+    model = "tiny-smollm2" if smoke else None
+    off = _kit.engine(model, enable_prefix_caching=False)
+    on = _kit.engine(model, enable_prefix_caching=True)
+    _kit.warm_up(off)
+    _kit.warm_up(on)
+
+    def cached():
+        on.reset_prefix_cache()          # every repeat starts from an empty cache
+        return replay_turns(on, turns)
+    res = protocol.compare({"uncached": lambda: replay_turns(off, turns), "cached": cached},
+                           repeats)
+    for arm, reps in res.runs.items():
+        rows = []
+        for k, row in enumerate(reps[0]):
+            sp = protocol.spread(rep[k]["ttft"] for rep in reps)
+            rows.append({**row, "ttft": sp.median, "ttft_lo": sp.lo, "ttft_hi": sp.hi})
+        runs[f"{arm} · wall"] = rows
+    # the later turns' summed TTFT, per repeat: what the cache saves on this machine
+    later = lambda rep: sum(r["ttft"] for r in rep[1:])
+    return {**res.meta(), "later_turns_ttft": {arm: res.spread(arm, later).as_dict()
+                                               for arm in res.runs}}
 
 
 def figure(data: dict):
@@ -161,7 +184,18 @@ def summary(data: dict) -> str:
     lines = [f"turn 3: the model reads {total} tokens; the user typed {typed} of them "
              f"({typed / total:.0%})"]
     for label, rows in data["runs"].items():
+        ttft = ", ".join(f"{r['ttft'] * 1e3:.1f}" for r in rows)
+        if "ttft_lo" in rows[0]:
+            ttft = ", ".join(f"{r['ttft'] * 1e3:.1f} [{r['ttft_lo'] * 1e3:.1f}-"
+                             f"{r['ttft_hi'] * 1e3:.1f}]" for r in rows)
         lines.append(f"{label:16} computed per turn: "
                      + ", ".join(str(r["computed_tokens"]) for r in rows)
-                     + "  | TTFT ms: " + ", ".join(f"{r['ttft'] * 1e3:.1f}" for r in rows))
+                     + "  | TTFT ms: " + ttft)
+    lines.append(f"sim: {protocol.label(data['clock_sim'])}")
+    if "wall" in data:
+        w = data["wall"]
+        sp = {a: protocol.Spread(**v) for a, v in w["later_turns_ttft"].items()}
+        lines.append(f"wall: {w['label']}; TTFT summed over turns 2+: uncached "
+                     f"{sp['uncached'].ms()}, cached {sp['cached'].ms()}"
+                     + protocol.warning_line(w))
     return "\n".join(lines)

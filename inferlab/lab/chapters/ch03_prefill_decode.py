@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import palette
+from .. import palette, protocol
 from . import _kit
 
 TITLE = "Prefill vs decode: TTFT grows with the input, per-token latency stays flat"
@@ -24,17 +24,37 @@ SIM_LENGTHS, SIM_LENGTHS_SMOKE = [256, 1024, 2048, 4096, 6144, 8000], [256, 2048
 OUTPUT, OUTPUT_SMOKE = 32, 12
 
 
+def _prompts(lengths, seed=0) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(3, 49152, size=n).tolist() for n in lengths]
+
+
+def _one(eng, ids, max_tokens) -> dict:
+    import inferlab as il
+    m = eng.generate([ids], il.SamplingParams(max_tokens=max_tokens, ignore_eos=True),
+                     use_tqdm=False)[0].metrics
+    return {"input_tokens": len(ids), "ttft": m.ttft, "tpot": float(np.median(m.itl))}
+
+
 def sweep(eng, lengths, max_tokens, seed=0) -> list[dict]:
     """One request at a time (nothing shares its steps), prompt of each length."""
-    import inferlab as il
-    rng = np.random.default_rng(seed)
+    return [_one(eng, ids, max_tokens) for ids in _prompts(lengths, seed)]
+
+
+def wall_sweep(eng, lengths, max_tokens, repeats: int, seed=0) -> tuple[list[dict], dict]:
+    """The sweep on the wall clock, lengths interleaved (L1 L2 L3 L1 L2 L3 ...): each row
+    holds the median TTFT and time per output token, with their ranges (``*_lo``, ``*_hi``)."""
+    prompts = _prompts(lengths, seed)
+    res = protocol.compare({str(len(ids)): (lambda ids=ids: _one(eng, ids, max_tokens))
+                            for ids in prompts}, repeats)
     rows = []
-    for n in lengths:
-        ids = rng.integers(3, 49152, size=n).tolist()
-        m = eng.generate([ids], il.SamplingParams(max_tokens=max_tokens, ignore_eos=True),
-                         use_tqdm=False)[0].metrics
-        rows.append({"input_tokens": n, "ttft": m.ttft, "tpot": float(np.median(m.itl))})
-    return rows
+    for n, reps in res.runs.items():
+        row = {"input_tokens": int(n)}
+        for key in ("ttft", "tpot"):
+            sp = res.spread(n, lambda r, key=key: r[key])
+            row.update({key: sp.median, f"{key}_lo": sp.lo, f"{key}_hi": sp.hi})
+        rows.append(row)
+    return rows, res.meta()
 
 
 def roofline(gpu="H100", model="llama-3-8b", lengths=(32, 512, 8192)) -> dict:
@@ -56,23 +76,26 @@ def roofline(gpu="H100", model="llama-3-8b", lengths=(32, 512, 8192)) -> dict:
             "ridge": peak / bw, "points": pts}
 
 
-def measure(smoke: bool = False, deterministic: bool = False) -> dict:
+def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None) -> dict:
     _kit.seed_everything(0)
     lengths = LENGTHS_SMOKE if smoke else LENGTHS
     out = OUTPUT_SMOKE if smoke else OUTPUT
     sim = _kit.engine("tiny", enable_prefix_caching=False, max_model_len=8192,
                       num_blocks=1024, **_kit.SIM)
     runs = {"sim": sweep(sim, SIM_LENGTHS_SMOKE if smoke else SIM_LENGTHS, out)}
-    model_wall = None
+    model_wall, wall = None, None
     if not deterministic:
         # In smoke mode a random model of SmolLM2's exact shape: the same arithmetic as the
         # real one without reading its weights file.
         eng = _kit.engine("tiny-smollm2" if smoke else None, enable_prefix_caching=False)
         _kit.warm_up(eng)
-        runs["wall"] = sweep(eng, lengths, out)
+        runs["wall"], wall = wall_sweep(eng, lengths, out, repeats or (2 if smoke else 3))
         model_wall = eng.model_name
-    return {"runs": runs, "roofline": roofline(), "clock_sim": _kit.SIM_LABEL,
+    data = {"runs": runs, "roofline": roofline(), "clock_sim": _kit.SIM_LABEL,
             "model_wall": model_wall}
+    if wall is not None:
+        data["wall"] = wall
+    return data
 
 
 def figure(data: dict, clock: str = "sim"):
@@ -107,12 +130,15 @@ def figure(data: dict, clock: str = "sim"):
 def summary(data: dict) -> str:
     lines = []
     for clock, rows in data["runs"].items():
-        name = data["clock_sim"] if clock == "sim" else f"wall clock ({data['model_wall']})"
+        name = (protocol.label(data["clock_sim"]) if clock == "sim" else
+                f"{data['wall']['label']} ({data['model_wall']})")
         lines.append(name + ":")
         for r in rows:
-            lines.append(f"  {r['input_tokens']:5d} input tokens: TTFT {r['ttft'] * 1e3:8.1f} ms,"
-                         f" per output token {r['tpot'] * 1e3:6.1f} ms")
+            rng = lambda k: (f" [{r[k + '_lo'] * 1e3:.1f}-{r[k + '_hi'] * 1e3:.1f}]"
+                             if k + "_lo" in r else "")
+            lines.append(f"  {r['input_tokens']:5d} input tokens: TTFT {r['ttft'] * 1e3:8.1f} ms"
+                         f"{rng('ttft')}, per output token {r['tpot'] * 1e3:6.1f} ms{rng('tpot')}")
     rf = data["roofline"]
     lines.append(f"roofline ridge on {rf['gpu']}: {rf['ridge']:.0f} FLOPs/byte (steps below it "
                  "are memory-bound)")
-    return "\n".join(lines)
+    return "\n".join(lines) + protocol.warning_line(data.get("wall"))

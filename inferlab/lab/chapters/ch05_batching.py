@@ -7,7 +7,7 @@ and a waiting one takes its seat at once.
 """
 from __future__ import annotations
 
-from .. import palette
+from .. import palette, protocol
 from . import _kit
 
 TITLE = "Naive vs continuous batching"
@@ -32,50 +32,82 @@ def engine_options(smoke: bool) -> dict:
 
 def run(smoke: bool, clock: str = "sim", model: str | None = "tiny"):
     """Both schedulers on the same requests; returns {scheduler: (Trace, RunMetrics)}."""
+    return {sched: run_one(sched, smoke, clock, model) for sched in SCHEDULERS}
+
+
+def run_one(sched: str, smoke: bool, clock: str = "sim", model: str | None = "tiny"):
+    """One scheduler on the chapter's requests, on a fresh engine: (Trace, RunMetrics)."""
     from inferlab.observe.metrics import summarize
     from inferlab.observe.trace import Trace
     from inferlab.sim.workloads import run_workload
     clock_kw = _kit.SIM if clock == "sim" else {}
-    out = {}
-    for sched in SCHEDULERS:
-        eng = _kit.engine(model, scheduler=sched, **engine_options(smoke), **clock_kw)
-        trace = Trace.record(eng)
-        outs = run_workload(eng, workload(smoke), progress=False)
-        trace.stop()
-        out[sched] = (trace, summarize(outs, clock=eng.clock_name))
-    return out
+    eng = _kit.engine(model, scheduler=sched, **engine_options(smoke), **clock_kw)
+    trace = Trace.record(eng)
+    outs = run_workload(eng, workload(smoke), progress=False)
+    trace.stop()
+    return trace, summarize(outs, clock=eng.clock_name)
 
 
 def _row(m) -> dict:
     return {"throughput": m.output_throughput, "duration": m.duration,
-            "ttft_mean": m.ttft.mean, "e2e_mean": m.e2e.mean, "e2e_p99": m.e2e.p99,
-            "clock": m.clock}
+            "ttft_mean": m.ttft.mean, "e2e_mean": m.e2e.mean, "e2e_median": m.e2e.median,
+            "e2e_p99": m.e2e.p99, "clock": m.clock}
 
 
-def measure(smoke: bool = False, deterministic: bool = False) -> dict:
+def _wall(smoke: bool, repeats: int) -> tuple[dict, dict]:
+    """Static and continuous on this machine's wall clock, interleaved (A B A B): each
+    column is the median over the repeats, with its range in ``*_lo`` / ``*_hi``; the ratio
+    is taken per pair of neighbouring runs. Traces: the last repeat's."""
+    _kit.warm_up(_kit.engine("tiny"))
+    res = protocol.compare({s: (lambda s=s: run_one(s, smoke, "wall")) for s in SCHEDULERS},
+                           repeats)
+    r = {}
+    for s, reps in res.runs.items():
+        rows = [_row(m) for _, m in reps]
+        r[s] = dict(rows[-1])
+        for key in ("throughput", "duration", "ttft_mean", "e2e_mean", "e2e_median", "e2e_p99"):
+            sp = protocol.spread(row[key] for row in rows)
+            r[s].update({key: sp.median, f"{key}_lo": sp.lo, f"{key}_hi": sp.hi})
+    ratios = protocol.spread(c[1].output_throughput / st[1].output_throughput
+                             for st, c in zip(res.runs["static"], res.runs["continuous"]))
+    r.update(ratio=ratios.median, ratio_lo=ratios.lo, ratio_hi=ratios.hi,
+             warning=res.warning, label=res.label, repeats=repeats)
+    return r, {s: reps[-1][0] for s, reps in res.runs.items()}
+
+
+def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None) -> dict:
     _kit.seed_everything(0)
-    clocks = ("sim",) if deterministic else ("wall", "sim")
     data = {"runs": {}, "traces": {}, "clock_sim": _kit.SIM_LABEL,
-            "max_num_seqs": engine_options(smoke)["max_num_seqs"]}
-    for clock in clocks:
-        if clock == "wall":
-            _kit.warm_up(_kit.engine("tiny"))
-        res = run(smoke, clock)
-        data["runs"][clock] = {s: _row(m) for s, (_, m) in res.items()}
-        data["traces"][clock] = {s: tr for s, (tr, _) in res.items()}
-        r = data["runs"][clock]
-        r["ratio"] = r["continuous"]["throughput"] / r["static"]["throughput"]
+            "max_num_seqs": engine_options(smoke)["max_num_seqs"],
+            # every answer's length, in arrival order: what bounds the possible gain
+            "output_lens": [r.max_tokens for r in workload(smoke)]}
+    if not deterministic:
+        data["runs"]["wall"], data["traces"]["wall"] = _wall(
+            smoke, repeats or (2 if smoke else 3))
+    res = run(smoke, "sim")
+    data["runs"]["sim"] = r = {s: _row(m) for s, (_, m) in res.items()}
+    data["traces"]["sim"] = {s: tr for s, (tr, _) in res.items()}
+    r["ratio"] = r["continuous"]["throughput"] / r["static"]["throughput"]
     return data
 
 
 def summary(data: dict) -> str:
     parts = []
     for clock, r in data["runs"].items():
-        name = data["clock_sim"] if clock == "sim" else "wall clock, this CPU"
-        parts.append(f"{name}: continuous {r['continuous']['throughput']:.0f} tok/s vs static "
-                     f"{r['static']['throughput']:.0f} tok/s = {r['ratio']:.2f}x; mean E2E "
-                     f"{r['continuous']['e2e_mean'] * 1e3:.0f} vs "
-                     f"{r['static']['e2e_mean'] * 1e3:.0f} ms")
+        c, s = r["continuous"], r["static"]
+        if clock == "sim":
+            parts.append(f"{protocol.label(data['clock_sim'])}: continuous "
+                         f"{c['throughput']:.0f} tok/s vs static {s['throughput']:.0f} tok/s = "
+                         f"{r['ratio']:.2f}x; mean E2E {c['e2e_mean'] * 1e3:.0f} vs "
+                         f"{s['e2e_mean'] * 1e3:.0f} ms")
+            continue
+        rng = lambda row, k, f=1.0: f"[{row[k + '_lo'] * f:.0f}-{row[k + '_hi'] * f:.0f}]"
+        parts.append(f"{r['label']} (tiny model): continuous {c['throughput']:.0f} "
+                     f"{rng(c, 'throughput')} tok/s vs static {s['throughput']:.0f} "
+                     f"{rng(s, 'throughput')} tok/s = {r['ratio']:.2f}x [{r['ratio_lo']:.2f}-"
+                     f"{r['ratio_hi']:.2f}x]; mean E2E {c['e2e_mean'] * 1e3:.0f} "
+                     f"{rng(c, 'e2e_mean', 1e3)} vs {s['e2e_mean'] * 1e3:.0f} "
+                     f"{rng(s, 'e2e_mean', 1e3)} ms" + protocol.warning_line(r))
     return "\n".join(parts)
 
 

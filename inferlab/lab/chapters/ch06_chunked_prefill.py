@@ -49,7 +49,9 @@ def workload(streams: int, stream_tokens: int, long_prompts: int, long_len: int,
 def run(chunked: bool, reqs: list[dict], model=None, chunk: int = 256, **engine_kw) -> dict:
     """Play ``reqs`` through one engine; return the streams' ITLs and the long prompts' TTFT."""
     import inferlab as il
-    eng = il.Engine(model, enable_chunked_prefill=chunked, max_num_batched_tokens=chunk,
+    # Without chunking a whole prompt is one step, so the budget must hold max_model_len.
+    budget = chunk if chunked else max(chunk, engine_kw.setdefault("max_model_len", 2048))
+    eng = il.Engine(model, enable_chunked_prefill=chunked, max_num_batched_tokens=budget,
                     enable_prefix_caching=False, **engine_kw)
     t0 = eng.now
     for r in reqs:

@@ -15,8 +15,7 @@ the simulated GPU (deterministic: the same figure on every run).
 """
 from __future__ import annotations
 
-import numpy as np
-from .. import palette
+from .. import palette, protocol
 
 TITLE = "Safety classifiers and streaming"
 CLAIM = ("Input and output safety classifiers are extra model calls: the input check adds its "
@@ -41,7 +40,7 @@ def classifier_messages(text: str, what: str = "message") -> list[dict]:
 
 def _sizes(smoke: bool) -> dict:
     if smoke:
-        return dict(max_tokens=16, check_every=6, repeats=1, examples=1)
+        return dict(max_tokens=16, check_every=6, repeats=2, examples=1)
     return dict(max_tokens=96, check_every=16, repeats=3, examples=4)
 
 
@@ -95,20 +94,29 @@ def run_policy(eng, user: str, policy: str, max_tokens: int, check_every: int) -
             "first_visible": visible[0], "first_made": made[0], "text": text}
 
 
-def measure(smoke: bool = False, user: str = USER, **engine_kw) -> dict:
+def measure(smoke: bool = False, user: str = USER, repeats: int | None = None,
+            **engine_kw) -> dict:
+    """The two output-check policies run interleaved (chunked, buffered, chunked, ...). On the
+    wall clock: median and range over the repeats, under a busy check; a simulated clock is
+    deterministic, so one repeat tells all."""
     import inferlab as il
     s = _sizes(smoke)
     eng = il.Engine(**engine_kw)
+    wall = eng.clock_name == "wall"
+    repeats = repeats or (s["repeats"] if wall else 1)
     # One-off costs (numba compiling each batch shape it first meets, mixed prefill+decode
     # batches included) must not land on the first measured policy: warm up with a tiny run.
     run_policy(eng, "Hi", "chunked", 4, 2)
     # the first example is the user message below, so its verdict also warms the cache
     verdicts = [(t, *classify(eng, t)) for t in EXAMPLES[: s["examples"]]]
-    runs = {p: [] for p in ("chunked", "buffered")}
-    for _ in range(s["repeats"]):
-        for p in runs:
-            runs[p].append(run_policy(eng, user, p, s["max_tokens"], s["check_every"]))
-    med = lambda rs, k: float(np.median([r[k] for r in rs]))
+    arms = {p: (lambda p=p: run_policy(eng, user, p, s["max_tokens"], s["check_every"]))
+            for p in ("chunked", "buffered")}
+    if wall:
+        res = protocol.compare(arms, repeats)
+        runs, wall_meta = res.runs, res.meta()
+    else:
+        runs, wall_meta = protocol.interleaved(arms, repeats), None
+    sp = lambda rs, k: protocol.spread(r[k] for r in rs)
     # keep the median run of each policy (by first visible token) for the picture
     pick = lambda rs: sorted(rs, key=lambda r: r["first_visible"])[len(rs) // 2]
     buffered = pick(runs["buffered"])
@@ -116,16 +124,27 @@ def measure(smoke: bool = False, user: str = USER, **engine_kw) -> dict:
     # times of the same buffered run (the check at the end does not touch them).
     streamed = dict(buffered, policy="streamed", visible=buffered["made"],
                     first_visible=buffered["first_made"])
-    return {"sizes": s, "clock": eng.clock_name, "model": eng.model_name,
+    spreads = {"streamed": sp(runs["buffered"], "first_made"),
+               "chunked": sp(runs["chunked"], "first_visible"),
+               "buffered": sp(runs["buffered"], "first_visible")}
+    data = {"sizes": {**s, "repeats": repeats}, "clock": eng.clock_name, "model": eng.model_name,
             "verdicts": [{"text": t, "flagged": f, "seconds": sec} for t, f, sec in verdicts],
             # from the same run as "streamed" and "buffered", so the numbers add up
             "input_check_s": buffered["input_check_s"],
             "ttft_after_check_s": buffered["first_made"] - buffered["input_check_s"],
             "first_visible": {"streamed": streamed["first_visible"],
-                              "chunked": med(runs["chunked"], "first_visible"),
+                              "chunked": spreads["chunked"].median,
                               "buffered": buffered["first_visible"]},
+            "first_visible_spread": {p: v.as_dict() for p, v in spreads.items()},
+            # over the buffered runs, whose answers stream as "streamed" shows them
+            "input_check_spread": sp(runs["buffered"], "input_check_s").as_dict(),
+            "ttft_after_check_spread": protocol.spread(
+                r["first_made"] - r["input_check_s"] for r in runs["buffered"]).as_dict(),
             "runs": {"streamed": streamed, "chunked": pick(runs["chunked"]),
                      "buffered": buffered}}
+    if wall_meta is not None:
+        data["wall"] = wall_meta
+    return data
 
 
 def figure(data: dict):
@@ -152,8 +171,17 @@ def figure(data: dict):
 
 
 def summary(data: dict) -> str:
-    fv = data["first_visible"]
-    return (f"input check adds {data['input_check_s'] * 1e3:.0f} ms to TTFT (the answer's own "
-            f"TTFT after it: {data['ttft_after_check_s'] * 1e3:.0f} ms); first visible token: "
-            + ", ".join(f"{p} {fv[p] * 1e3:.0f} ms" for p in POLICIES)
-            + f" [clock: {data['clock']}]")
+    fv, sp = data["first_visible"], data.get("first_visible_spread")
+    if sp and sp["chunked"]["n"] > 1:      # repeated runs: the median and its range
+        shown = {p: protocol.Spread(**sp[p]).ms(0) for p in POLICIES}
+        check = protocol.Spread(**data["input_check_spread"]).ms(0)
+        after = protocol.Spread(**data["ttft_after_check_spread"]).ms(0)
+    else:
+        shown = {p: f"{fv[p] * 1e3:.0f} ms" for p in POLICIES}
+        check = f"{data['input_check_s'] * 1e3:.0f} ms"
+        after = f"{data['ttft_after_check_s'] * 1e3:.0f} ms"
+    return (f"input check adds {check} to TTFT (the answer's own TTFT after it: "
+            f"{after}); first visible token: "
+            + ", ".join(f"{p} {shown[p]}" for p in POLICIES)
+            + f" [clock: {protocol.label(data['clock'])}]"
+            + protocol.warning_line(data.get("wall")))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 
-from .. import palette
+from .. import palette, protocol
 
 TITLE = "The decode attention kernel: reference vs numba"
 CLAIM = ("Decode attention is memory-bound: a kernel that reads the paged K/V once, in place, "
@@ -45,18 +45,31 @@ def recorded_gpu_numbers(path: str | None = None) -> dict:
     return {"recorded": recorded, "note": heading}
 
 
-def measure(smoke: bool = False, repeats: int | None = None) -> dict:
+def measure(smoke: bool = False, repeats: int | None = None, rounds: int | None = None) -> dict:
+    """Each shape's benchmark (median of ``repeats`` calls per kernel) runs ``rounds`` times,
+    the shapes interleaved (S1 S2 S3 S1 S2 S3 ...), under a busy check: every row holds the
+    median over the rounds and the range of its speedup (``speedup_lo`` / ``speedup_hi``)."""
     from inferlab.sim.gpus import BANDWIDTH_EFFICIENCY, get_gpu
     from inferlab.kernels import bench
     repeats = repeats or (3 if smoke else 7)
-    rows = [bench.bench_one(b, c, repeats) for b, c in _cases(smoke)]
+    rounds = rounds or (2 if smoke else 3)
+    res = protocol.compare({f"{b} x {c}": (lambda b=b, c=c: bench.bench_one(b, c, repeats))
+                            for b, c in _cases(smoke)}, rounds)
+    rows = []
+    for reps in res.runs.values():
+        row = dict(reps[0])
+        for key in ("numba_ms", "ref_ms", "numba_gbs", "ref_gbs", "max_err"):
+            row[key] = protocol.spread(r[key] for r in reps).median
+        sp = protocol.spread(r["speedup"] for r in reps)
+        row.update(speedup=sp.median, speedup_lo=sp.lo, speedup_hi=sp.hi)
+        rows.append(row)
     gpu = get_gpu(GPU_FOR_ROOF)
     for r in rows:
         kv_bytes = 2 * r["batch"] * r["context"] * bench.KV_HEADS * bench.HEAD_DIM * 4
         # not a measurement: the time a kernel at 80% of the GPU's HBM bandwidth would need
         r["gpu_roof_ms"] = kv_bytes / (gpu.hbm_bandwidth * BANDWIDTH_EFFICIENCY) * 1e3
-    return {"rows": rows, "repeats": repeats, "gpu": recorded_gpu_numbers(),
-            "clock": "wall (this machine's CPU)", "roof_gpu": GPU_FOR_ROOF}
+    return {"rows": rows, "repeats": repeats, "rounds": rounds, "gpu": recorded_gpu_numbers(),
+            "clock": "wall (this machine's CPU)", "roof_gpu": GPU_FOR_ROOF, "wall": res.meta()}
 
 
 def figure(data: dict):
@@ -88,8 +101,14 @@ def figure(data: dict):
 
 
 def summary(data: dict) -> str:
-    sp = [r["speedup"] for r in data["rows"]]
+    rows = data["rows"]
+    sp = [r["speedup"] for r in rows]
     gpu = "recorded" if data["gpu"]["recorded"] else "none recorded yet"
+    per = ", ".join(f"{r['batch']}x{r['context']} {r['speedup']:.1f}x"
+                    + (f" [{r['speedup_lo']:.1f}-{r['speedup_hi']:.1f}]" if "speedup_lo" in r
+                       else "") for r in rows)
+    how = (f"median of {data['repeats']} calls, {data['rounds']} interleaved rounds"
+           if "rounds" in data else f"median of {data['repeats']} calls")
     return (f"numba-cpu vs reference: {min(sp):.1f}x to {max(sp):.1f}x faster over "
-            f"{len(sp)} shapes (median of {data['repeats']} calls); GPU numbers: {gpu} "
-            f"[clock: {data['clock']}]")
+            f"{len(sp)} shapes ({how}): {per}; GPU numbers: {gpu} "
+            f"[clock: {protocol.label(data['clock'])}]" + protocol.warning_line(data.get("wall")))

@@ -1,0 +1,190 @@
+"""How the lab measures wall-clock results: interleaved repeats, median and spread, and a
+visible warning when the machine was too busy to trust them.
+
+    from inferlab.lab import protocol
+    res = protocol.compare({"uncached": run_a, "cached": run_b}, repeats=3)
+    res.runs["cached"]            # what run_b returned, once per repeat, in run order
+    res.spread("cached", key)     # Spread(median, lo, hi, n) of key(result)
+    res.warning                   # None, or a sentence saying why not to trust the numbers
+
+Arms run A B A B ... so a slow minute on a shared machine lands on both sides alike.
+Simulated clocks need none of this: their numbers are priced by the cost model, the same on
+every run; ``label(clock)`` says so next to every number they produce.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+# Other processes' load above this share of the CPUs, or a calibration loop whose time
+# moves by more than this fraction between before and after, makes a run untrustworthy.
+BUSY_SHARE = 0.5
+DRIFT = 0.25
+CALIBRATION_LOOPS = 300_000
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """Median of repeated measurements and their range (min-max)."""
+    median: float
+    lo: float
+    hi: float
+    n: int
+
+    @property
+    def rel(self) -> float:
+        """The range as a fraction of the median (0 for one sample)."""
+        return (self.hi - self.lo) / self.median if self.median else 0.0
+
+    def ms(self, digits: int = 1) -> str:
+        """'12.3 ms (11.9-13.0, n=3)' for a spread of seconds."""
+        f = f"{{:.{digits}f}}"
+        if self.n < 2:
+            return f.format(self.median * 1e3) + " ms (n=1)"
+        return (f.format(self.median * 1e3) + f" ms ({f.format(self.lo * 1e3)}-"
+                f"{f.format(self.hi * 1e3)}, n={self.n})")
+
+    def x(self) -> str:
+        """'1.52x (1.40-1.61x, n=3)' for a spread of ratios."""
+        if self.n < 2:
+            return f"{self.median:.2f}x (n=1)"
+        return f"{self.median:.2f}x ({self.lo:.2f}-{self.hi:.2f}x, n={self.n})"
+
+    def as_dict(self) -> dict:
+        return {"median": self.median, "lo": self.lo, "hi": self.hi, "n": self.n}
+
+
+def spread(values) -> Spread:
+    xs = [float(v) for v in values]
+    if not xs:
+        raise ValueError("spread() of no values")
+    return Spread(statistics.median(xs), min(xs), max(xs), len(xs))
+
+
+def interleaved(arms: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list]:
+    """Call every arm once per repeat, in turn (A B A B ...); results per arm, in run order."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    out: dict[str, list] = {name: [] for name in arms}
+    for _ in range(repeats):
+        for name, fn in arms.items():
+            out[name].append(fn())
+    return out
+
+
+# --- is the machine quiet enough? ------------------------------------------------------
+def cpus() -> int:
+    """CPUs this process may run on (a container's limit, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):   # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+def calibrate(loops: int = CALIBRATION_LOOPS) -> float:
+    """Seconds for a fixed pure-Python loop (best of 3): the machine's speed right now."""
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        s = 0
+        for i in range(loops):
+            s += i & 7
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):   # pragma: no cover - Windows
+        return None
+
+
+def busy_warning(load: float | None, n_cpus: int, own_cpus: float, cal_before: float,
+                 cal_after: float) -> str | None:
+    """The warning for these readings, or None. ``own_cpus``: how many CPUs this process kept
+    busy on average during the run (its CPU time over the wall time), which the load
+    average counts too."""
+    why = []
+    if load is not None:
+        others = load - own_cpus
+        if others > BUSY_SHARE * n_cpus:
+            why.append(f"load average {load:.1f} on {n_cpus} CPUs, about {others:.1f} of it "
+                       "from other processes")
+    drift = abs(cal_after - cal_before) / min(cal_before, cal_after)
+    if drift > DRIFT:
+        why.append(f"a fixed calibration loop took {cal_before * 1e3:.0f} ms before and "
+                   f"{cal_after * 1e3:.0f} ms after ({drift:.0%} apart)")
+    if not why:
+        return None
+    return "WARNING: busy machine, wall-clock numbers not trustworthy: " + "; ".join(why)
+
+
+class BusyCheck:
+    """Readings before and after a wall-clock measurement; ``warning`` once finished."""
+
+    def __init__(self):
+        self.warning: str | None = None
+        self.readings: dict = {}
+
+    def __enter__(self) -> "BusyCheck":
+        self._cal0 = calibrate()
+        self._t0, self._cpu0 = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall = max(time.perf_counter() - self._t0, 1e-9)
+        own = (time.process_time() - self._cpu0) / wall
+        cal1, load = calibrate(), load_average()
+        self.readings = {"load": load, "cpus": cpus(), "own_cpus": own,
+                         "calibration_before_s": self._cal0, "calibration_after_s": cal1}
+        self.warning = busy_warning(load, cpus(), own, self._cal0, cal1)
+
+
+@dataclass
+class WallComparison:
+    """What ``compare`` measured: each arm's results in run order, and the busy check."""
+    runs: dict[str, list]
+    repeats: int
+    warning: str | None = None
+    readings: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        order = " ".join(list(self.runs) * 2)
+        return (f"wall clock, this machine: median and range of {self.repeats} interleaved "
+                f"repeats ({order} ...)")
+
+    def spread(self, arm: str, key: Callable[[Any], float] = float) -> Spread:
+        return spread(key(r) for r in self.runs[arm])
+
+    def meta(self) -> dict:
+        """JSON-friendly summary stored in a chapter's data under ``"wall"``."""
+        return {"repeats": self.repeats, "warning": self.warning, "label": self.label,
+                "readings": self.readings}
+
+
+def compare(arms: dict[str, Callable[[], Any]], repeats: int) -> WallComparison:
+    """Run ``arms`` interleaved ``repeats`` times under a busy check."""
+    with BusyCheck() as chk:
+        runs = interleaved(arms, repeats)
+    return WallComparison(runs, repeats, chk.warning, chk.readings)
+
+
+def label(clock: str) -> str:
+    """A clock's name as every summary prints it: simulated clocks say they are simulated
+    and deterministic; the wall clock says it is this machine's."""
+    if clock.startswith("wall"):
+        return f"{clock}: measured on this machine, see spread and warnings"
+    if "simulated" in clock:
+        return f"{clock}; deterministic, priced by the cost model, not measured"
+    return f"{clock} (simulated; deterministic, priced by the cost model, not measured)"
+
+
+def warning_line(meta: dict | None) -> str:
+    """The busy warning of a chapter's wall-clock run as a line to print ('' when quiet)."""
+    w = (meta or {}).get("warning")
+    return f"\n{w}" if w else ""

@@ -1,0 +1,67 @@
+"""The report card: every claim's verdict as a table (terminal, Markdown) and as one small
+figure per claim (`inferlab claims`, notebooks/11_report_card)."""
+from __future__ import annotations
+
+import textwrap
+
+from . import palette
+from .verdicts import FAILS, HOLDS, HOLDS_SMALLER, UNMEASURABLE
+
+VERDICT_COLORS = {HOLDS: palette.BLUISH_GREEN, HOLDS_SMALLER: palette.ORANGE,
+                  FAILS: palette.VERMILLION, UNMEASURABLE: palette.GREY}
+
+
+def counts(results) -> dict[str, int]:
+    out = {v: 0 for v in VERDICT_COLORS}
+    for _, _, verdict in results:
+        out[verdict.verdict] += 1
+    return out
+
+
+def text_table(results, width: int = 110) -> str:
+    """claim | measured | verdict, then the reason indented beneath (terminal width)."""
+    lines = [f"{'claim':20} {'measured':34} verdict", "-" * min(width, 80)]
+    for claim, _, v in results:
+        lines.append(f"{claim.id:20} {v.measured[:34]:34} {v.verdict}")
+        lines += textwrap.wrap(v.reason, width, initial_indent="    ",
+                               subsequent_indent="    ")
+        if v.warning:
+            lines += textwrap.wrap(v.warning, width, initial_indent="    ",
+                                   subsequent_indent="    ")
+    c = counts(results)
+    lines += ["", "; ".join(f"{n} {v}" for v, n in c.items())]
+    return "\n".join(lines)
+
+
+def markdown_table(results) -> str:
+    """The table as the README carries it."""
+    esc = lambda s: s.replace("|", "\\|").replace("\n", " ")
+    rows = ["| claim | chapter | measured | verdict | reason |", "|---|---|---|---|---|"]
+    for claim, _, v in results:
+        reason = v.reason + (f" ({v.warning})" if v.warning else "")
+        rows.append(f"| {esc(claim.text)} | {claim.chapter[:4]} | {esc(v.measured)} | "
+                    f"**{v.verdict}** | {esc(reason)} |")
+    return "\n".join(rows)
+
+
+def figure(claim, verdict):
+    """One small bar chart of the numbers behind a verdict, coloured by the verdict."""
+    import plotly.graph_objects as go
+
+    from . import figures
+    labels = [str(k) for k, _ in verdict.points]
+    values = [float(v) for _, v in verdict.points]
+    color = VERDICT_COLORS[verdict.verdict]
+    fig = go.Figure(go.Bar(y=labels, x=values, orientation="h", marker_color=color,
+                           text=[f"{v:.3g}" for v in values], textposition="outside",
+                           cliponaxis=False))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text=verdict.unit, rangemode="tozero")
+    figures.style(fig, f"{claim.id}: {verdict.verdict} | {verdict.measured}", verdict.clock)
+    if verdict.warning:          # the busy-machine warning travels with the picture
+        fig.add_annotation(text="busy machine: wall-clock numbers not trustworthy", x=1, y=1,
+                           xref="paper", yref="paper", xanchor="right", yanchor="bottom",
+                           showarrow=False, font=dict(size=11, color=palette.VERMILLION))
+    fig.update_layout(height=120 + 26 * len(labels), width=640, showlegend=False,
+                      margin=dict(l=170, r=60, t=60, b=50))
+    return fig

@@ -1,0 +1,105 @@
+"""A claim's verdict: computed from measured numbers, never typed, always with its reason.
+
+    Verdict(HOLDS_SMALLER, "23x claimed; 1.48x here: ...", measured="1.48x")
+
+Four verdicts, and only these: the claim holds; it holds but the effect measured here is
+smaller than the published one (the reason says how much and why, in numbers); it does not
+hold here; or this machine cannot measure it (the reason says what is missing). A reason
+without a number is refused: "holds" alone would be an opinion, not a measurement.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+HOLDS = "holds"
+HOLDS_SMALLER = "holds, smaller here"
+FAILS = "does not hold here"
+UNMEASURABLE = "not measurable here"
+VERDICTS = (HOLDS, HOLDS_SMALLER, FAILS, UNMEASURABLE)
+
+_NUMBER = re.compile(r"\d")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``verdict`` is one of VERDICTS; ``reason`` carries the numbers behind it.
+    ``measured``: the headline number, short (for tables). ``points``: (label, value) pairs
+    that the report card draws, in ``unit``, on ``clock`` (what the points were measured
+    with). ``warning``: the busy-machine warning of a wall-clock measurement it rests on."""
+    verdict: str
+    reason: str
+    measured: str = ""
+    points: tuple = ()
+    unit: str = ""
+    clock: str = ""
+    warning: str | None = None
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        if not _NUMBER.search(self.reason):
+            raise ValueError(f"a verdict's reason must state numbers, got {self.reason!r}")
+
+    def __str__(self) -> str:
+        return f"{self.verdict}: {self.reason}" + (f"\n{self.warning}" if self.warning else "")
+
+
+# --- judging ------------------------------------------------------------------------------
+def against_published(measured: float, published: float, *, no_effect: float = 1.05,
+                      close: float = 0.8) -> str:
+    """A ratio claim with a published size (e.g. "up to 23x"): it holds when the measured
+    ratio reaches ``close`` of it, holds smaller when the effect is there but smaller, and
+    does not hold when the ratio stays below ``no_effect`` (no effect, or the reverse)."""
+    if measured < no_effect:
+        return FAILS
+    return HOLDS if measured >= close * published else HOLDS_SMALLER
+
+
+def direction(ratio: float, *, clear: float = 1.5, no_effect: float = 1.05) -> str:
+    """A claim that names a direction but no size: the effect is clear (>= ``clear``x),
+    there but small, or absent (below ``no_effect``x, including the reverse)."""
+    if ratio < no_effect:
+        return FAILS
+    return HOLDS if ratio >= clear else HOLDS_SMALLER
+
+
+def worst(*verdicts: str) -> str:
+    """The weakest of several verdicts (each part of a claim must hold for the whole)."""
+    return max(verdicts, key=VERDICTS.index)
+
+
+def ideal_batching_gain(output_lens, seats: int) -> tuple[float, int, int]:
+    """(ratio, static steps, continuous steps) in decode steps, for requests all waiting at
+    the start: static batching runs groups of ``seats`` for as long as each group's longest
+    answer; continuous batching can do no better than filling every seat at every step."""
+    groups = [output_lens[i:i + seats] for i in range(0, len(output_lens), seats)]
+    static = sum(max(g) for g in groups)
+    cont = max(math.ceil(sum(output_lens) / seats), max(output_lens))
+    return static / cont, static, cont
+
+
+def wall_warning(data: dict) -> str | None:
+    """The busy-machine warning of a chapter's wall-clock runs, wherever the chapter keeps it
+    (``data["wall"]`` or a wall-clock column of ``data["runs"]``)."""
+    wall = data.get("wall")
+    if isinstance(wall, dict) and wall.get("warning"):
+        return wall["warning"]
+    for runs in (data.get("runs") or {}).values():
+        if isinstance(runs, dict) and runs.get("warning"):
+            return runs["warning"]
+    return None
+
+
+# --- numbers as the reasons print them ------------------------------------------------------
+def ms(seconds: float, digits: int = 1) -> str:
+    return f"{seconds * 1e3:.{digits}f} ms"
+
+
+def x(ratio: float) -> str:
+    return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.1f}x"
+
+
+def pct(frac: float) -> str:
+    return f"{frac:.1%}" if frac < 0.1 else f"{frac:.0%}"

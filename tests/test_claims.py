@@ -1,0 +1,131 @@
+"""The report card: every claim in the table is measured (smoke workloads: the tiny model,
+token counts and the simulated clock wherever the claim allows) and gets a computed verdict
+from the allowed four, with its reason in numbers; the judging helpers and the wall-clock
+measurement protocol are checked on made-up numbers."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from inferlab.lab import claims, judges, protocol, report, verdicts
+from inferlab.lab.verdicts import (FAILS, HOLDS, HOLDS_SMALLER, UNMEASURABLE, VERDICTS, Verdict,
+                                   against_published, direction, worst)
+
+
+@pytest.fixture(scope="module")
+def results():
+    """`inferlab claims --smoke`, in process: every claim measured and judged once."""
+    return claims.run_all(smoke=True)
+
+
+def test_every_claim_gets_a_verdict_with_numbers(results):
+    assert [c.id for c, _, _ in results] == [c.id for c in claims.CLAIMS]
+    for claim, _, v in results:
+        assert v.verdict in VERDICTS, (claim.id, v.verdict)
+        assert re.search(r"\d", v.reason), (claim.id, v.reason)
+        assert v.measured and v.points and v.clock, claim.id
+    text = report.text_table(results)
+    assert all(c.id in text for c in claims.CLAIMS)
+    md = report.markdown_table(results)
+    assert md.count("\n") == len(results) + 1 and "**holds" in md
+
+
+def test_published_sizes_are_compared(results):
+    by_id = {c.id: v for c, _, v in results}
+    assert by_id["05-throughput"].reason.startswith("23x claimed; ")
+    assert "ideal of" in by_id["05-throughput"].reason
+    assert by_id["04-kv-waste"].reason.startswith("60-80% wasted vs under 4% claimed; here ")
+    # one device, no multi-GPU run: the cost model's prediction is not a measurement
+    assert by_id["10-tensor-parallel"].verdict == UNMEASURABLE
+
+
+def test_the_table_covers_every_chapter():
+    assert sorted({c.number for c in claims.CLAIMS}) == list(range(1, 11))
+    assert len({c.id for c in claims.CLAIMS}) == len(claims.CLAIMS)
+    for c in claims.CLAIMS:
+        assert c.source.count("\"") >= 2, c.source        # cites an article by its title
+        assert claims._chapter(c.chapter).TITLE
+    assert [c.id for c in claims.for_chapter(5)] == ["05-throughput", "05-response-time"]
+    assert claims.for_chapter("ch05_batching") == claims.for_chapter(5)
+
+
+def test_cli_prints_the_report_card(capsys):
+    from inferlab.cli import main
+    assert main(["claims", "--smoke", "--only", "ch10"]) == 0
+    out = capsys.readouterr().out
+    assert "report card (smoke run; 1 claims)" in out and "10-tensor-parallel" in out
+    assert "not measurable here" in out
+
+
+def test_verdict_is_one_of_four_and_states_numbers():
+    with pytest.raises(ValueError, match="one of"):
+        Verdict("mostly holds", "3 of 4")
+    with pytest.raises(ValueError, match="numbers"):
+        Verdict(HOLDS, "it clearly works")
+    assert str(Verdict(HOLDS, "2x", warning="WARNING: busy")).endswith("WARNING: busy")
+
+
+def test_judging_helpers():
+    assert against_published(23.5, 23) == HOLDS
+    assert against_published(2.1, 23) == HOLDS_SMALLER
+    assert against_published(0.9, 23) == FAILS
+    assert direction(3.0) == HOLDS and direction(1.2) == HOLDS_SMALLER and direction(0.5) == FAILS
+    assert worst(HOLDS, HOLDS_SMALLER) == HOLDS_SMALLER and worst(HOLDS, FAILS) == FAILS
+
+
+def test_ideal_batching_gain_counts_decode_steps():
+    # 8 answers at 4 seats: static runs 2 batches for as long as each one's longest answer
+    lens = [10, 10, 10, 100, 10, 10, 10, 10]
+    ratio, static, cont = verdicts.ideal_batching_gain(lens, 4)
+    assert (static, cont) == (110, 100)     # continuous can't beat the longest answer
+    assert ratio == pytest.approx(1.1)
+    assert verdicts.ideal_batching_gain([8] * 8, 4)[0] == 1.0     # equal answers: no gain
+
+
+def test_kv_waste_judge_explains_a_smaller_effect():
+    lay = lambda waste, tokens, slots, reqs: {"peak_waste": waste, "tokens": tokens,
+                                              "slots": slots, "requests": reqs}
+    d = {"block_size": 16, "max_model_len": 1024,
+         "layouts": {"contiguous": lay(0.84, 1137, 7168, 7),
+                     "paged": lay(0.046, 1298, 1360, 7)}}
+    v = judges.ch04_kv_waste(d)
+    assert v.verdict == HOLDS_SMALLER and "62 slots empty" in v.reason
+    d["layouts"]["paged"] = lay(0.02, 1333, 1360, 7)
+    assert judges.ch04_kv_waste(d).verdict == HOLDS
+    d["layouts"]["paged"] = lay(0.9, 100, 1000, 7)
+    assert judges.ch04_kv_waste(d).verdict == FAILS
+
+
+# --- the wall-clock protocol -----------------------------------------------------------------
+def test_interleaved_runs_a_b_a_b():
+    order = []
+    runs = protocol.interleaved({"A": lambda: order.append("A") or 1,
+                                 "B": lambda: order.append("B") or 2}, 3)
+    assert order == ["A", "B"] * 3 and runs == {"A": [1, 1, 1], "B": [2, 2, 2]}
+
+
+def test_spread_is_median_and_range():
+    s = protocol.spread([0.003, 0.001, 0.002])
+    assert (s.median, s.lo, s.hi, s.n) == (0.002, 0.001, 0.003, 3)
+    shown = s.ms(), protocol.spread([2.0]).x()          # formatting made-up numbers
+    assert shown == ("2.0 ms (1.0-3.0, n=3)", "2.00x (n=1)")
+
+
+def test_busy_machine_warns_visibly():
+    quiet = protocol.busy_warning(load=1.0, n_cpus=2, own_cpus=1.0, cal_before=0.030,
+                                  cal_after=0.031)
+    assert quiet is None
+    busy = protocol.busy_warning(load=6.5, n_cpus=2, own_cpus=1.0, cal_before=0.030,
+                                 cal_after=0.031)
+    assert busy.startswith("WARNING: busy machine") and "load average 6.5 on 2 CPUs" in busy
+    drift = protocol.busy_warning(load=None, n_cpus=2, own_cpus=1.0, cal_before=0.030,
+                                  cal_after=0.060)
+    assert "30 ms before and 60 ms after" in drift
+
+
+def test_compare_reports_spread_and_label():
+    res = protocol.compare({"off": lambda: 2.0, "on": lambda: 1.0}, 2)
+    assert res.spread("on").median == 1.0 and res.meta()["repeats"] == 2
+    assert "interleaved" in res.label and "off on off on" in res.label
+    assert "simulated" in protocol.label("H100") and "deterministic" in protocol.label("H100")
