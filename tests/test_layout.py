@@ -21,12 +21,14 @@ MAY_IMPORT = {
     "sim": {"core"},
     "engine": {"core", "model", "sim"},
     "observe": {"core", "sim", "engine", "root"},
-    "lab": {"core", "model", "sim", "engine", "observe", "kernels", "widgets", "root"},
-    "widgets": {"core", "model", "sim", "engine", "observe", "lab", "root"},
+    "connect": {"core", "observe", "sim", "root"},
+    "lab": {"core", "model", "sim", "engine", "observe", "kernels", "widgets", "connect",
+            "root"},
+    "widgets": {"core", "model", "sim", "engine", "observe", "lab", "connect", "root"},
     "bench": {"core", "model", "sim", "engine", "observe", "lab", "widgets", "kernels", "root",
-              "cli"},
+              "cli", "connect"},
     "kernels": {"core"},
-    "cli": {"core", "engine", "observe", "lab", "bench", "sim", "root"},
+    "cli": {"core", "engine", "observe", "lab", "bench", "sim", "connect", "root"},
     "root": {"core", "engine"},
 }
 

