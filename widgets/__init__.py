@@ -10,13 +10,17 @@ from inferlab.widgets.kv_map import KVBlockMap
 from inferlab.widgets.timeline import SchedulerTimeline
 from inferlab.widgets.token_stream import TokenStream
 
-__all__ = ["View", "TokenStream", "SchedulerTimeline", "KVBlockMap", "BatchingComparison", "Lab"]
+__all__ = ["View", "TokenStream", "SchedulerTimeline", "KVBlockMap", "BatchingComparison", "Lab",
+           "VllmPrefixCache"]
 
 
 def __getattr__(name):
     if name == "BatchingComparison":
         from inferlab.widgets.comparison import BatchingComparison
         return BatchingComparison
+    if name == "VllmPrefixCache":
+        from inferlab.widgets.vllm_kv import VllmPrefixCache
+        return VllmPrefixCache
     if name == "Lab":
         from inferlab.widgets.lab import Lab
         return Lab
