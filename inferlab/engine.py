@@ -16,6 +16,7 @@ import time
 
 from .core.config import DTYPE_BYTES, EngineConfig
 from .core.events import EventBus, SchedulerOutput, StepRecord
+from .core.interrupts import atomic, hold_interrupts
 from .core.kv_manager import ContiguousKVManager, KVManager, PagedKVManager
 from .core.output_processor import OutputProcessor
 from .core.outputs import RequestOutput
@@ -103,6 +104,7 @@ class Engine:
         return bool(self._pending) or self.scheduler.has_unfinished()
 
     # --- requests -----------------------------------------------------------------
+    @atomic
     def add_request(self, prompt, params: SamplingParams | None = None, *,
                     request_id: str | None = None, arrival_time: float | None = None,
                     priority: int = 0) -> str:
@@ -148,6 +150,7 @@ class Engine:
         return request_id in self.scheduler.requests or any(
             r.request_id == request_id for _, _, r in self._pending)
 
+    @atomic
     def abort(self, request_id: str) -> bool:
         """Stop a request now and free its KV blocks. False if it was unknown or finished."""
         for i, (_, _, r) in enumerate(self._pending):
@@ -165,11 +168,13 @@ class Engine:
         self.output.drop(request_id)
         return True
 
+    @atomic
     def abort_all(self) -> int:
         """Abort every queued, future and running request; returns how many were aborted."""
         ids = list(self.scheduler.requests) + [r.request_id for _, _, r in self._pending]
         return sum(self.abort(rid) for rid in ids)
 
+    @atomic
     def reset_prefix_cache(self) -> bool:
         """Drop every cached prefix block (vLLM's name); True when done.
 
@@ -200,6 +205,7 @@ class Engine:
             self.scheduler.add(heapq.heappop(self._pending)[2])
 
     # --- the step ----------------------------------------------------------------------
+    @atomic     # a Ctrl-C / Kernel -> Interrupt lands as the step returns, never inside it
     def step(self) -> list[RequestOutput]:
         """Run one engine step; returns outputs of the requests that progressed or finished."""
         if self._stop.is_set():
@@ -286,12 +292,15 @@ class Engine:
         prompts, plist = pair_prompts(prompts, params)
         ids = []
         try:
-            for p, sp, prio in zip(prompts, plist, priorities_for(priority, len(prompts))):
-                ids.append(self.add_request(p, sp, priority=prio))
+            with hold_interrupts():          # a Ctrl-C while adding lands once ids are known
+                for p, sp, prio in zip(prompts, plist, priorities_for(priority, len(prompts))):
+                    ids.append(self.add_request(p, sp, priority=prio))
             return self._run_until_done(ids, use_tqdm)
         except BaseException:
-            for rid in ids:                  # bad input or Ctrl-C: leave nothing behind
-                self.abort(rid)
+            with hold_interrupts():          # bad input or Ctrl-C: leave nothing behind,
+                for rid in ids:              # and show the views where it stopped
+                    self.abort(rid)
+                self._publish(SchedulerOutput(), self.now, self.now, 0.0, 0.0, [])
             raise
 
     def _run_until_done(self, ids, use_tqdm) -> list[RequestOutput]:
@@ -308,17 +317,20 @@ class Engine:
 
     def stream(self, prompt, params: SamplingParams | None = None):
         """Yield one RequestOutput delta per new token of one prompt (others keep running)."""
-        rid = self.add_request(prompt, params)
+        ids = []
         try:
+            with hold_interrupts():          # a Ctrl-C while adding lands once rid is known
+                ids.append(self.add_request(prompt, params))
             while True:
                 for out in self.step():
-                    if out.request_id == rid:
+                    if out.request_id == ids[0]:
                         yield out
                         if out.finished:
                             return
         finally:
-            if self._known(rid):
-                self.abort(rid)
+            if ids and self._known(ids[0]):  # stopped early (Ctrl-C, break, close): abort it
+                self.abort(ids[0])           # and show the views where it stopped
+                self._publish(SchedulerOutput(), self.now, self.now, 0.0, 0.0, [])
 
     def stats(self) -> EngineStats:
         return EngineStats.snapshot(self.scheduler, self.kv, self._peak, len(self._pending),

@@ -38,3 +38,15 @@ def check_type(name: str, value, types, what: str):
     if not isinstance(value, types):
         raise InvalidTypeError(f"{name} must be {what}, got {type(value).__name__} {value!r}")
     return value
+
+
+class OutputWriteError(InferlabError, OSError):
+    """A file could not be written (unwritable path, full disk): the message names the path,
+    why, and what was kept. ``errno`` and ``filename`` are set as on the OSError behind it."""
+
+    def __init__(self, message: str, errno: int | None = None, filename: str | None = None):
+        super().__init__(message)
+        self.errno, self.filename = errno, filename
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

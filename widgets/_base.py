@@ -4,6 +4,10 @@ binary arrays, and a static image beside the widget for GitHub and nbviewer.
 Live: the engine's hook only appends the StepRecord to a Trace (and wakes a flusher thread
 if it sleeps); the flusher folds new records into the view at most ``max_rate`` times a
 second. The engine never waits on a widget, and a closed front end just stops receiving.
+All state the browser draws from is in traits (no custom messages), so a reloaded page
+renders the current state and goes on updating. A view that is closed (``close()``, or its
+comm closed by the front end) unsubscribes from the engine, stops the Trace it made, and its
+flusher thread ends: it costs the engine nothing more.
 """
 from __future__ import annotations
 
@@ -59,12 +63,15 @@ class View(anywidget.AnyWidget):
         self._t0 = None
         self._step_t: list[float] = []
         self._unsub = None
+        self._owned: Trace | None = None     # the Trace attach() made (stopped on detach)
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
         self.num_pushes = 0
         self.errors: list[str] = []
         self._reset()
         self.observe(self._on_cursor, "cursor")
+        self.observe(lambda ch: self._watch_comm(ch["new"]), "comm")
+        self._watch_comm(self.comm)
         if isinstance(source, Trace):
             self.load_trace(source)
         elif source is not None:
@@ -87,7 +94,8 @@ class View(anywidget.AnyWidget):
     def attach(self, engine, trace: Trace | None = None) -> "View":
         """Follow ``engine`` live (records into ``trace``, or a new one: ``view.trace``)."""
         self.detach()
-        trace = trace if trace is not None else Trace.record(engine)
+        if trace is None:
+            trace = self._owned = Trace.record(engine)
         with self._lock:
             self._start(trace)
             self.live = True
@@ -98,6 +106,9 @@ class View(anywidget.AnyWidget):
         if self._unsub is not None:
             self._unsub()
             self._unsub = None
+        if self._owned is not None:
+            self._owned.stop()
+            self._owned = None
         self._stop.set()
         f = self._flusher
         if f is not None and f is not threading.current_thread():
@@ -191,6 +202,11 @@ class View(anywidget.AnyWidget):
     def close(self):
         self.detach()
         super().close()
+
+    def _watch_comm(self, comm) -> None:
+        """The front end closing this view's comm ends it as close() does."""
+        if comm is not None and hasattr(comm, "on_close"):
+            comm.on_close(lambda msg: self.detach())
 
     def _repr_mimebundle_(self, **kwargs):
         out = super()._repr_mimebundle_(**kwargs)

@@ -1,12 +1,16 @@
 """Lab: engine settings and a workload as controls, a run button, and the live views.
 
 A run goes in a background thread (the notebook stays responsive) and can be stopped: the
-stop button makes the run loop abort every request at the next step boundary.
+stop button makes the run loop abort every request at the next step boundary. So does
+Kernel -> Interrupt while a run goes on (see ``_stop_on_kernel_interrupt``); the views keep
+the run's last step, with the aborted requests marked. ``record_to="run.trace.jsonl"``
+writes each run's trace to that file as it runs (see ``Trace.record``).
 """
 from __future__ import annotations
 
 import base64
 import threading
+import weakref
 
 import ipywidgets as w
 
@@ -31,9 +35,47 @@ def _workload(kind: str, n: int, rate: float, seed: int = 0):
                         arrival=arrival, seed=seed)
 
 
+_RUNNING: "weakref.WeakSet[Lab]" = weakref.WeakSet()
+# one model load at a time: transformers' lazy imports are not thread-safe on first use (two
+# Labs started together in a fresh kernel got "cannot import name 'LlamaConfig'")
+_LOADING = threading.Lock()
+
+
+def _interrupt_handler(prev):
+    def on_sigint(signum, frame):
+        """Only sets flags (a signal handler must not send widget messages)."""
+        labs = [lab for lab in list(_RUNNING) if lab.running]
+        for lab in labs:
+            lab._interrupted = True
+            lab._stop.set()
+            if lab.engine is not None:
+                lab.engine.request_stop()
+        if not labs and callable(prev):
+            prev(signum, frame)
+    on_sigint.inferlab_lab = True
+    return on_sigint
+
+
+def _stop_on_kernel_interrupt() -> None:
+    """Make Kernel -> Interrupt stop background Lab runs. An idle ipykernel ignores SIGINT:
+    before each message it saves the handler in place and installs Python's (so a running cell
+    gets KeyboardInterrupt), and puts the saved one back after. Called while a message is
+    handled (a cell, a button click), this replaces the saved one, so that while the kernel is
+    idle a SIGINT stops the running Labs (and otherwise does what it did before)."""
+    try:
+        from IPython import get_ipython
+        kernel = getattr(get_ipython(), "kernel", None)
+    except ImportError:
+        return
+    saved = getattr(kernel, "saved_sigint_handler", None)
+    if saved is not None and not getattr(saved, "inferlab_lab", False):
+        kernel.saved_sigint_handler = _interrupt_handler(saved)
+
+
 class Lab(w.VBox):
-    def __init__(self, model: str | None = "tiny", **defaults):
+    def __init__(self, model: str | None = "tiny", *, record_to=None, **defaults):
         self.model = model
+        self.record_to = record_to
         s = w.Layout(width="240px")
         st = {"description_width": "110px"}
         self.controls = {
@@ -66,6 +108,7 @@ class Lab(w.VBox):
         self.engine = None
         self.thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._interrupted = False
         ctl = list(self.controls.values()) + [self.workload_kind, self.num_requests, self.rate]
         grid = w.GridBox(ctl, layout=w.Layout(grid_template_columns="repeat(3, 250px)"))
         tabs = w.Tab([self.timeline, self.kv_map, self.tokens])
@@ -77,11 +120,18 @@ class Lab(w.VBox):
     def config(self) -> dict:
         return {k: c.value for k, c in self.controls.items()}
 
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
     def start(self) -> threading.Thread | None:
-        if self.thread is not None and self.thread.is_alive():
+        if self.running:
             return None
         self._stop.clear()
-        self.engine = None
+        self._interrupted = False
+        self.engine = self.trace = None
+        _RUNNING.add(self)
+        _stop_on_kernel_interrupt()
         self.run_button.disabled, self.stop_button.disabled = True, False
         self.thread = threading.Thread(target=self._run, daemon=True, name="inferlab-lab-run")
         self.thread.start()
@@ -99,24 +149,33 @@ class Lab(w.VBox):
         from inferlab.sim.workloads import run_workload
         try:
             self.status.value = "loading model…"
-            eng = self.engine = Engine(self.model, **self.config())
+            with _LOADING:
+                eng = self.engine = Engine(self.model, **self.config())
             if self._stop.is_set():        # Stop pressed while the model was loading
                 eng.request_stop()
             wl = _workload(self.workload_kind.value, self.num_requests.value, self.rate.value)
-            self.trace = Trace.record(eng, workload=wl.description)
+            self.trace = Trace.record(eng, path=self.record_to, workload=wl.description)
             for v in self.views:
                 v.attach(eng, trace=self.trace)
             self.status.value = f"running {wl.description} on {eng.model_name}…"
             outs = run_workload(eng, wl, progress=False)
-            for v in self.views:
-                v.detach()
-            word = "stopped" if self._stop.is_set() else "done"
+            self._end_run()
+            word = ("interrupted (Kernel → Interrupt)" if self._interrupted else
+                    "stopped" if self._stop.is_set() else "done")
             self.status.value = (f"{word}: {len(outs)}/{len(wl)} requests finished in "
                                  f"{len(self.trace)} steps ({eng.clock_name} clock)")
         except Exception as e:  # noqa: BLE001 - show it, keep the lab usable
             self.status.value = f"error: {type(e).__name__}: {e}"
         finally:
+            self._end_run()
             self.run_button.disabled, self.stop_button.disabled = False, True
+
+    def _end_run(self) -> None:
+        """Views show the last step; the trace stops recording (its file gets its end)."""
+        for v in self.views:
+            v.detach()
+        if self.trace is not None:
+            self.trace.stop()
 
     def _repr_mimebundle_(self, **kwargs):
         data = super()._repr_mimebundle_(**kwargs)

@@ -108,9 +108,8 @@ def save(fig: go.Figure, path, width: int = 900, height: int = 450, scale: float
         raise InvalidInputError(f"cannot save a figure as {ext or 'a file without extension'!r}:"
                                 f" use one of {', '.join(FORMATS)}")
     data = to_image(fig, ext[1:], width, height, scale if ext == ".png" else 1.0)
-    with open(path, "wb") as f:
-        f.write(data)
-    return path
+    from inferlab.observe.files import write_file   # a clear error naming the path
+    return write_file(path, data, "the figure")
 
 
 # --- the pictures behind the views ------------------------------------------------------

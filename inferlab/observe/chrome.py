@@ -6,8 +6,8 @@ instant at its finish; counters for KV usage and batch size at the end of every 
 from __future__ import annotations
 
 import json
-import os
 
+from .files import write_file
 from .lanes import COMPUTE
 
 
@@ -46,6 +46,6 @@ def chrome_trace(trace, path=None) -> dict:
     out = {"traceEvents": ev, "displayTimeUnit": "ms",
            "otherData": {k: str(v) for k, v in meta.items() if k != "config"}}
     if path is not None:
-        with open(os.fspath(path), "w", encoding="utf-8") as f:
-            json.dump(out, f, separators=(",", ":"))
+        write_file(path, json.dumps(out, separators=(",", ":")).encode("utf-8"),
+                   "the Chrome trace")
     return out

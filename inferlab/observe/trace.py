@@ -3,12 +3,17 @@
     trace = Trace.record(eng)          # or: trace = Trace(); eng.subscribe(trace)
     eng.generate(prompts)
     trace.save("run.trace.json"); Trace.load("run.trace.json")
+    with Trace.record(eng, path="run.trace.jsonl") as trace:   # to disk as it runs
+        eng.generate(prompts)          # survives the process being killed; memory bounded
     trace.to_chrome_trace("run.chrome.json")   # open in https://ui.perfetto.dev
     trace.replay(view)                 # into a widget with a time scrubber
 
 Files are versioned JSON (never pickle) in the format defined by ``trace_format``; older
 versions are migrated on load, and a malformed, foreign or newer file raises
-``TraceFormatError``. The recorder reads only step records and the engine's public
+``TraceFormatError``. A recording with ``path=`` is written as it runs, one step per line
+(``trace_lines``, ``trace_writer``): after a crash the file loads up to its last complete
+step, and only the last ``keep`` steps stay in memory (``records`` reads older ones back
+from the file). ``save`` and ``load`` take either layout (``.jsonl``: lines). The recorder reads only step records and the engine's public
 attributes. ``inferlab bench trace`` measures what recording costs.
 """
 from __future__ import annotations
@@ -17,8 +22,9 @@ import os
 import time
 
 from ..core.events import StepRecord
-from . import trace_format
+from . import trace_format, trace_lines
 from .chrome import chrome_trace
+from .files import write_file
 from .lanes import COMPUTE, LaneBuilder, Segment  # noqa: F401 - re-exported
 from .trace_format import FORMAT, VERSION  # noqa: F401 - re-exported
 
@@ -32,12 +38,20 @@ class Trace:
         self.records: list[StepRecord] = []
         self.meta: dict = dict(meta or {})
         self.requests: dict[str, dict] = {}    # rid -> prompt_len, arrival, prompt_text
+        self.writer = None                     # a TraceWriter while recording to a file
         self._unsubscribe = None
 
     # --- recording ----------------------------------------------------------------
     @classmethod
-    def record(cls, engine, **meta) -> "Trace":
-        """A Trace subscribed to ``engine``, with its model, config and clock noted."""
+    def record(cls, engine, path=None, *, keep: int = trace_lines.KEEP,
+               flush_interval: float = 1.0, **meta) -> "Trace":
+        """A Trace subscribed to ``engine``, with its model, config and clock noted.
+
+        With ``path`` (e.g. ``"run.trace.jsonl"``) every step is also written to that file as
+        it runs (flushed within ``flush_interval`` seconds and at every request's end), and
+        only the last ``keep`` steps stay in memory: ``records`` reads older ones back from
+        the file. A path that cannot be written raises OutputWriteError here, before any
+        step; a write that fails later warns, and the steps from then on stay in memory."""
         import dataclasses
 
         from inferlab import __version__
@@ -49,18 +63,40 @@ class Trace:
                 "num_blocks": engine.num_blocks, "inferlab_version": __version__,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
         trace = cls({**info, **meta})
+        if path is not None:
+            from .trace_writer import TraceWriter
+            trace.writer = TraceWriter(path, trace.meta, flush_interval)
+            trace.records = trace_lines.StepLog(trace.writer.path, keep)
         trace._unsubscribe = engine.subscribe(trace)
         return trace
 
     def stop(self) -> "Trace":
-        """Stop recording (the records so far stay)."""
+        """Stop recording (the records so far stay); a file being recorded gets its end line
+        and is closed (see ``write_error`` for a write that failed on the way)."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if self.writer is not None:
+            self.writer.close()
         return self
 
+    def __enter__(self) -> "Trace":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def write_error(self):
+        """The OutputWriteError that stopped writing the recording's file, or None."""
+        return self.writer.error if self.writer is not None else None
+
     def __call__(self, rec: StepRecord) -> None:
-        self.records.append(rec)
+        w = self.writer
+        if w is None:
+            self.records.append(rec)
+        else:
+            self.records.append(rec, w.write(rec), w.flushed_steps)
         for ev in rec.request_events:
             if ev.kind == "queued" and ev.info is not None:
                 self.requests[ev.request_id] = trace_format.request_entry(ev.info)
@@ -70,7 +106,9 @@ class Trace:
 
     def __repr__(self) -> str:
         span = f", {self.duration:.3f} s" if self.records else ""
-        return (f"Trace({len(self.records)} steps, {len(self.request_ids)} requests{span}, "
+        # a file-backed trace counts its request table (the lanes would read the whole file)
+        n = len(self.request_ids) if isinstance(self.records, list) else len(self.requests)
+        return (f"Trace({len(self.records)} steps, {n} requests{span}, "
                 f"model={self.meta.get('model')!r}, clock={self.meta.get('clock')!r})")
 
     # --- views of the records ----------------------------------------------------------
@@ -110,11 +148,25 @@ class Trace:
         return trace_format.to_builtins(self)
 
     def save(self, path) -> str:
+        """Write the whole trace to ``path``: JSON Lines for a ``.jsonl`` name (streamed, one
+        step per line), else one JSON document. An unwritable path or a full disk raises
+        OutputWriteError naming the path; the trace in memory is unchanged."""
         path = os.fspath(path)
-        data = trace_format.encode(self)
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
+        backing = getattr(self.records, "path", None)
+        if backing is not None and os.path.exists(path) and os.path.samefile(path, backing):
+            from ..errors import InvalidInputError
+            raise InvalidInputError(f"{path!r} is the file this trace reads its steps from; "
+                                    "save to another path")
+        if path.endswith(".jsonl"):
+            from .trace_writer import TraceWriter
+            w = TraceWriter(path, self.meta, flush_interval=float("inf"), live=False)
+            for rec in self.records:
+                w.write(rec)
+            w.close()
+            if w.error is not None:
+                raise w.error
+            return path
+        return write_file(path, trace_format.encode(self), "the trace")
 
     @classmethod
     def _from_file(cls, data, source: str) -> "Trace":
@@ -130,8 +182,17 @@ class Trace:
         return cls._from_file(d, source)
 
     @classmethod
-    def load(cls, path) -> "Trace":
+    def load(cls, path, keep: int = trace_lines.KEEP) -> "Trace":
+        """A trace from a JSON file or a lines file (told apart by content; ``.jsonl``).
+        A lines file keeps its last ``keep`` steps in memory and reads the rest back when
+        asked; one cut short (a killed recording) loads up to its last complete step, with
+        ``meta["truncated"]`` saying what was cut."""
         path = os.fspath(path)
+        if trace_lines.is_lines(path):
+            meta, requests, records = trace_lines.read(path, keep)
+            trace = cls(meta)
+            trace.requests, trace.records = requests, records
+            return trace
         with open(path, "rb") as f:
             data = f.read()
         return cls._from_file(data, path)

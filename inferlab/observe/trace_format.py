@@ -18,6 +18,9 @@ version bump and a migration for the older files.
         Later in v2: ``info.priority`` (int, written only when not 0; files without it load
         with priority 0).
 
+A recording written as it runs uses the same ``Step`` struct, one per line
+(``trace_lines``: a header line, then a step per line; ``Trace.load`` reads both layouts).
+
     to_file(trace) / encode(trace) / to_builtins(trace)    in memory -> current file form
     from_file(bytes or parsed JSON, source) -> (meta, requests, records)   any version
 """
@@ -225,25 +228,37 @@ def _say(e: msgspec.ValidationError, prefix: str = "$") -> tuple[str, str]:
     return path, what[:1].lower() + what[1:]
 
 
+def check_meta(meta: dict) -> tuple[str, str] | None:
+    """The free-form meta's known keys: the first problem as (path, what), or None."""
+    try:
+        msgspec.convert(meta, MetaKnown)
+    except msgspec.ValidationError as e:
+        return _say(e, "$.meta")
+    return None
+
+
+def check_step(s: Step, where: str) -> tuple[str, str] | None:
+    """What the schema alone cannot say about one step (its block ids within its cache):
+    the first problem as (path under ``where``, what), or None."""
+    top = s.kv_blocks_total - 1
+    places = [(f"{where}.kv_events[{j}].block_ids", e.block_ids)
+              for j, e in enumerate(s.kv_events)]
+    places += [(f"{where}.block_tables[{rid!r}]", t) for rid, t in s.block_tables.items()]
+    for path, ids in places:
+        bad = [b for b in ids if b > top]
+        if bad:
+            return path, (f"block id {bad[0]} is outside 0..{top} "
+                          f"(kv_blocks_total is {s.kv_blocks_total})")
+    return None
+
+
 def _check(f: TraceFile) -> tuple[str, str] | None:
     """What the schema alone cannot say (the free-form meta's known keys, block ids within
     each step's cache): the first problem as (path, what), or None."""
-    try:
-        msgspec.convert(f.meta, MetaKnown)
-    except msgspec.ValidationError as e:
-        return _say(e, "$.meta")
+    problem = check_meta(f.meta)
     for i, s in enumerate(f.steps):
-        top = s.kv_blocks_total - 1
-        places = [(f"$.steps[{i}].kv_events[{j}].block_ids", e.block_ids)
-                  for j, e in enumerate(s.kv_events)]
-        places += [(f"$.steps[{i}].block_tables[{rid!r}]", t) for rid, t in
-                   s.block_tables.items()]
-        for path, ids in places:
-            bad = [b for b in ids if b > top]
-            if bad:
-                return path, (f"block id {bad[0]} is outside 0..{top} "
-                              f"(kv_blocks_total is {s.kv_blocks_total})")
-    return None
+        problem = problem or check_step(s, f"$.steps[{i}]")
+    return problem
 
 
 def from_file(data, source: str = "trace"):
