@@ -101,7 +101,7 @@ def test_the_plugin_in_vllms_venv():
     assert (rep.seq, rep.num_running, rep.num_waiting, rep.kv_usage) == (7, 2, 1, 0.25)
     assert (rep.prefix_requests, rep.prefix_queries, rep.prefix_hits) == (1, 64, 32)
     assert (rep.ctx_requests, rep.ctx_tokens, rep.gen_tokens, rep.elapsed_ms) == \
-        (1, 64, 2, 12.5)
+        (1, 64, 2, 12.5)                  # fixed input: the stats the test fed the plugin
     assert (rep.new_tokens, rep.prompt_tokens, rep.prompt_cached) == (3, 64, 32)
     fin = rep.finished[0]
     assert (fin.request_id, fin.finish_reason, fin.num_cached_tokens) == ("cmpl-r1-0",
