@@ -34,11 +34,15 @@ SMOKE = smoke()   # INFERLAB_SMOKE=1 shrinks the workload (CI, quick look)
 print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 
 # %% [markdown]
-# The conversation is a short support chat with fixed replies (so every run sends the same
-# tokens). Each turn is sent to the engine twice: with **prefix caching** off (every token
-# computed again) and on (the start of the prompt, already seen last turn, is reused). On the
-# wall clock the two conversations run in turn, repeated (uncached, cached, uncached, cached):
-# TTFTs are medians with their range in brackets, with a warning if the machine was busy.
+# The conversation is a support chat of 20 turns with fixed replies (so every run sends the
+# same tokens). Each turn is sent to the engine twice: with **prefix caching** off (every
+# token computed again) and on (the start of the prompt, already seen last turn, is reused).
+# The token counts come from SmolLM2's real tokenizer and chat template; the 20-turn run uses
+# the tiny model (same tokenizer, 2 layers) and prices each turn's TTFT on the simulated H100
+# clock, so the numbers are the same on every run. The first few turns also run on this
+# machine's **wall clock** (the real SmolLM2 in a full run), the two conversations in turn,
+# repeated (uncached, cached, uncached, cached): TTFTs are medians with their range in
+# brackets, with a warning if the machine was busy.
 #
 # Knobs: edit `ch.SYSTEM`, `ch.TOOLS`, `ch.MEMORY` or `ch.TURNS` and re-run; `ch.anatomy(tok, turn=5)`
 # shows a later turn.
@@ -63,8 +67,24 @@ show(fig)   # fig.show() for the interactive version
 # %% [markdown]
 # Left: at turn 3 the message the user typed is a small slice of what the model reads; tool
 # definitions alone are several times longer. Right: without a cache, each turn computes its
-# whole prompt, and the prompt grows every turn. With the prefix cache, only the part not seen
-# before (the last reply and the new message, plus the unfinished last block) is computed.
+# whole prompt, and the prompt grows every turn, so the work of a conversation grows with the
+# square of its length: over 20 turns the model computes about ten thousand prompt tokens to
+# answer a few hundred typed ones. With the prefix cache, only the part not seen before (the
+# last reply and the new message, plus the unfinished last block) is computed: a flat 30-60
+# tokens a turn.
+#
+# ## The re-processing cost, turn by turn
+
+# %%
+rows_off, rows_on = data["runs"]["uncached · sim"], data["runs"]["cached · sim"]
+total_off = total_on = 0
+print(f"{'turn':>4} {'prompt':>7} {'computed, no cache':>19} {'computed, cached':>17} "
+      f"{'cumulative, no cache':>21} {'cumulative, cached':>19}")
+for off, on in zip(rows_off, rows_on):
+    total_off += off["computed_tokens"]
+    total_on += on["computed_tokens"]
+    print(f"{off['turn']:4d} {off['prompt_tokens']:7d} {off['computed_tokens']:19d} "
+          f"{on['computed_tokens']:17d} {total_off:21,d} {total_on:19,d}")
 
 # %% [markdown]
 # ### The check
@@ -74,8 +94,9 @@ show(fig)   # fig.show() for the interactive version
 sim_off, sim_on = data["runs"]["uncached · sim"], data["runs"]["cached · sim"]
 wall_off, wall_on = data["runs"]["uncached · wall"], data["runs"]["cached · wall"]
 # without a cache every turn computes its whole prompt, which grows turn after turn
+assert len(sim_off) == len(sim_on) == 20
 assert all(r["computed_tokens"] == r["prompt_tokens"] for r in sim_off)
-assert [r["prompt_tokens"] for r in sim_off] == sorted(r["prompt_tokens"] for r in sim_off)
+assert all(b["prompt_tokens"] > a["prompt_tokens"] for a, b in zip(sim_off, sim_off[1:]))
 # with the cache, turns after the first compute far fewer tokens, and start sooner
 for off, on in zip(sim_off[1:], sim_on[1:]):
     assert on["computed_tokens"] < off["computed_tokens"] / 2

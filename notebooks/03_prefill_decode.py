@@ -51,6 +51,30 @@ print(ch.summary(data))
 # %%
 show(ch.figure(data, clock="wall"))
 
+# %% [markdown]
+# ## Why a short prefill costs what it does
+#
+# On this CPU even a prompt of a few tokens takes about as long as a decode step. To see why,
+# time the single prefill step of prompts of 1, 2, 4 ... 256 tokens (in smoke mode 1, 4, 16,
+# 64) and fit a line: **step time = fixed cost + cost per token**. The fixed cost is paid by
+# every step whatever it computes: the step reads every weight of the model once (135M fp32
+# weights, 538 MB) and launches each of the 30 layers' operations. The cost per token is the
+# arithmetic, about 2 FLOPs per weight per token. The dotted line is the time to read the
+# weights once at the memory bandwidth measured on this machine just now. Below the
+# break-even length, the fixed part dominates: a short prefill costs about one decode step.
+#
+# The steps run twice, interleaved: with one torch thread, and with the engine's own thread
+# count. On a 2-core machine shared with other work, a matrix-matrix multiply (a step of two
+# or more tokens) split over two threads must wait for the slower thread, and another process
+# often holds one of the CPUs; a one-token step (matrix-vector) suffers much less. If the
+# two lines sit far apart, that wait is what the difference measures. (Wall clock: medians of
+# interleaved repeats, ranges as error bars; Theil-Sen lines, so one step slowed by a
+# neighbour does not tilt them.)
+
+# %%
+print(ch.fit_text(data["step_fit"]))
+show(ch.fit_figure(data))
+
 # %%
 fig = ch.figure(data)
 show(fig)   # fig.show() for the interactive version

@@ -45,9 +45,27 @@ fig = ch.figure(data)
 show(fig)   # fig.show() for the interactive version
 
 # %% [markdown]
-# No GPU numbers have been recorded yet: the CUDA kernels are tested in numba's CUDA simulator
-# only, and `kernels/gpu_check.sh` is ready for the first GPU run. Until then this chapter
-# shows CPU measurements and a labelled bandwidth estimate, not GPU timings.
+# The CUDA kernels are tested in numba's CUDA simulator; GPU timings appear here only once
+# BENCHMARKS.md records a GPU run (`kernels/gpu_check.sh`). Until then this chapter shows CPU
+# measurements and a labelled bandwidth estimate, not GPU timings.
+
+# %% [markdown]
+# ## Memory-bound, or not?
+#
+# The claim behind paged attention kernels is that decode attention is limited by memory
+# traffic: for every token and kv head it reads 512 bytes of K and V and does 768 FLOPs with
+# them, 1.5 FLOPs per byte, at any batch or context (no sequence shares its K/V). Whether that
+# makes it memory-bound depends on the machine's **ridge point**: its arithmetic rate divided
+# by its memory bandwidth. A GPU's ridge is in the hundreds of FLOPs per byte, so there decode
+# attention is memory-bound by a wide margin. This chapter measures this CPU's ridge now (a
+# large matmul for the arithmetic, a parallel read of a large buffer for the memory), then
+# asks the kernel: on K/V too large for the caches, does it read at the memory's speed? It
+# also runs the case with the most bytes per FLOP decode attention gets: batch 1, a long
+# context, one query head per kv head (0.5 FLOPs per byte, as in multi-head attention).
+# Shapes whose K/V fits in the caches are left out of that question: they read from cache.
+
+# %%
+show(ch.bound_figure(data))
 
 # %% [markdown]
 # ### The check

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import judges
+from . import judges_ch06_10 as late
+from . import judges_ch13 as j13
 from .verdicts import Verdict
 
 # The seed articles the claims come from (reference only: the claims are in our words).
@@ -58,7 +60,7 @@ def m03(smoke: bool) -> dict:
 
 
 def m04(smoke: bool) -> dict:
-    return _chapter("ch04_kv_cache").measure(smoke=smoke)       # slot counts, no clock
+    return _chapter("ch04_kv_cache").measure(smoke=smoke)   # slot counts, simulated H100
 
 
 def m05(smoke: bool) -> dict:
@@ -77,7 +79,7 @@ def m08(smoke: bool) -> dict:
     # the simulated clock makes the stages' costs deterministic; the tiny random model in
     # smoke runs costs the same per token as SmolLM2 on that clock (its yes/no is noise)
     return _chapter("ch08_safety_streaming").measure(
-        smoke=smoke, model="tiny" if smoke else None, clock="H100", sim_model="llama-3-8b")
+        smoke=smoke, deterministic=True, model="tiny" if smoke else None)
 
 
 def m09(smoke: bool) -> dict:
@@ -86,6 +88,13 @@ def m09(smoke: bool) -> dict:
 
 def m10(smoke: bool) -> dict:
     return _chapter("ch10_multi_gpu").measure(smoke=smoke)        # cost model only
+
+
+def m13(smoke: bool) -> dict:
+    # seeded sampling (counts), the tiny model on the simulated H100 clock for the costs;
+    # the real SmolLM2's distribution in full runs, the tiny random model's in smoke runs
+    return _chapter("ch13_sampling_decode").measure(smoke=smoke, deterministic=True,
+                                                    model="tiny" if smoke else None)
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -105,6 +114,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("04-kv-waste", "Reserving one contiguous KV region per request wastes 60-80% of it; "
           "paged blocks allocated on demand waste under 4%.", ENTER, "ch04_kv_cache", m04,
           judges.ch04_kv_waste),
+    Claim("04-paged-throughput", "At the same KV memory, paged blocks fit more requests at "
+          "once than contiguous reservations, which raises throughput 2-4x.", ENTER,
+          "ch04_kv_cache", m04, judges.ch04_paged_throughput),
     Claim("05-throughput", "Continuous (per-step) batching raises throughput over naive "
           "static batching, by up to 23x.", ENTER, "ch05_batching", m05,
           judges.ch05_throughput),
@@ -112,25 +124,41 @@ CLAIMS: tuple[Claim, ...] = (
           ENTER, "ch05_batching", m05, judges.ch05_response_time),
     Claim("06-chunked-prefill", "Chunked prefill lets long prompts share steps with running "
           "decodes, so streams keep a smooth inter-token latency (lower p99).", AFTER,
-          "ch06_chunked_prefill", m06, judges.ch06_chunked),
+          "ch06_chunked_prefill", m06, late.ch06_chunked),
     Claim("07-prefix-reuse", "Reusing the KV cache of a shared prefix (system prompt, agent "
           "history) makes later agent calls and requests sharing a system prompt cheap.",
-          AFTER, "ch07_prefix_caching", m07, judges.ch07_prefix_reuse),
+          AFTER, "ch07_prefix_caching", m07, late.ch07_prefix_reuse),
     Claim("07-tool-loop", "Tool calls turn one request into a multi-round loop whose "
           "every round re-sends a growing prompt.", ENTER, "ch07_prefix_caching", m07,
-          judges.ch07_tool_loop),
+          late.ch07_tool_loop),
     Claim("08-input-check", "An input safety classifier is an extra model call that sits "
           "in front of the first token.", ENTER, "ch08_safety_streaming", m08,
-          judges.ch08_input_check),
+          late.ch08_input_check),
     Claim("08-output-check", "Holding output until a safety check has read it delays the "
           "first visible word; checking in chunks wins most of streaming back.", ENTER,
-          "ch08_safety_streaming", m08, judges.ch08_output_check),
-    Claim("09-kernel", "Decode attention is memory-bound: a kernel that reads the paged K/V "
-          "once, in place, beats gathering the blocks first.", AFTER, "ch09_kernels", m09,
-          judges.ch09_kernel),
+          "ch08_safety_streaming", m08, late.ch08_output_check),
+    Claim("09-kernel", "A decode attention kernel that reads the paged K/V once, in place, "
+          "beats gathering the blocks into one tensor first.", AFTER, "ch09_kernels", m09,
+          late.ch09_kernel),
+    Claim("09-memory-bound", "Decode attention is limited by memory traffic: it does little "
+          "arithmetic per byte of K/V it reads, so reading the cache sets its time.",
+          AFTER, "ch09_kernels", m09, late.ch09_memory_bound),
     Claim("10-tensor-parallel", "Tensor parallelism splits weights and KV over GPUs, but "
           "all-reduce traffic keeps the per-token speedup below the number of GPUs.", AFTER,
-          "ch10_multi_gpu", m10, judges.ch10_tensor_parallel),
+          "ch10_multi_gpu", m10, late.ch10_tensor_parallel),
+    Claim("13-sampling", "The same prompt can give different answers: the model gives a "
+          "probability to every possible next token and the sampler draws from it; "
+          "temperature and top-p reshape the draw, and a fixed seed repeats it.", AFTER,
+          "ch13_sampling_decode", m13, j13.ch13_sampling),
+    Claim("13-decode-length", "Output is generated one token per step, so a longer answer "
+          "takes more decode steps and more time.", AFTER, "ch13_sampling_decode", m13,
+          j13.ch13_decode_length),
+    Claim("13-kv-tradeoff", "The KV cache keeps earlier tokens' keys and values so they are "
+          "not recomputed at every step, at the price of memory that grows with every token.",
+          AFTER, "ch13_sampling_decode", m13, j13.ch13_kv_tradeoff),
+    Claim("13-network", "What a user perceives as speed is not inference alone: network "
+          "round trips add to the time before the first word.", AFTER,
+          "ch13_sampling_decode", m13, j13.ch13_network),
 )
 
 

@@ -37,7 +37,36 @@ TURNS = [  # (user, assistant): the replies are fixed so every run sends the sam
     ("Great. Is my order of new lights in yet?",
      "Your lights arrived yesterday; we will fit them during the same visit."),
     ("Perfect, thank you!", "You're welcome, see you on Thursday!"),
+    ("One more thing: do you sell helmets for kids?",
+     "We do, from age 3 up. The most popular one is the Puddle, in four colours."),
+    ("My daughter is six. Which size would fit her?",
+     "Size S fits heads of 48-52 cm, which suits most six-year-olds. Bring her to try it."),
+    ("Can I pay for everything on Thursday?",
+     "Yes, the service, the lights and a helmet can all go on one bill on Thursday."),
+    ("Do you take cards or only cash?", "Both: cards, cash and phone payments all work."),
+    ("What time do you open on Thursday?",
+     "We open at 8:30, so there is time before your 9:00 slot."),
+    ("Is there parking near the shop?",
+     "There are bike racks at the door and a public car park 100 metres away."),
+    ("My tyres also look worn. Should I replace them?",
+     "If the tread is flat or you see cracks, yes. We can look at them on Thursday."),
+    ("How much would two new tyres cost?",
+     "City tyres start at 25 euros each, fitting included with a service."),
+    ("Okay, please check them and tell me then.",
+     "Noted on your booking: check the tyres and quote before fitting."),
+    ("Could you also raise the saddle a bit?",
+     "Of course, that takes a minute. We will set it while you wait."),
+    ("Do you have a loyalty card?",
+     "Yes: every fifth service is free. I have added a card to your account."),
+    ("Nice! How many services do I have so far?",
+     "This will be your second, so three more until a free one."),
+    ("Can my partner pick up the bike if I can't?",
+     "Yes, just tell us their name. They will need the booking number."),
+    ("Her name is Marta. What is the booking number?",
+     "Marta is added. Your booking number is 4471."),
+    ("Thanks for all the help!", "My pleasure, Ana. See you, or Marta, on Thursday!"),
 ]
+WALL_TURNS, WALL_TURNS_SMOKE = 5, 3   # the real model on the wall clock: the first few turns
 SEGMENTS = ("template", "system prompt", "tool definitions", "memory", "history",
             "new message")
 COLORS = {"template": palette.GREY, "system prompt": palette.BLUE, "tool definitions": palette.ORANGE,
@@ -114,16 +143,25 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
     tok = _kit.tokenizer()
     tokens = anatomy(tok, turn=3)
     counts = {s: sum(1 for _, seg in tokens if seg == s) for s in SEGMENTS}
-    turns = 3 if smoke else len(TURNS)
     runs = {}
-    # Simulated clock: TTFT priced for an 8B model on an H100, the same on every run.
+    # All 20 turns, in smoke runs too: the token counts are the point, and the tiny model
+    # (SmolLM2's tokenizer and vocabulary, 2 layers) prefills them in seconds. The simulated
+    # clock prices each turn's TTFT for an 8B model on an H100, the same on every run.
     for cache in (False, True):
         eng = _kit.engine("tiny", enable_prefix_caching=cache, **_kit.SIM)
-        runs[("cached" if cache else "uncached") + " · sim"] = replay_turns(eng, turns)
+        runs[("cached" if cache else "uncached") + " · sim"] = replay_turns(eng, len(TURNS))
     data = {"tokens": tokens, "counts": counts, "runs": runs, "clock_sim": _kit.SIM_LABEL}
     if not deterministic:
+        turns = WALL_TURNS_SMOKE if smoke else WALL_TURNS
         data["wall"] = _measure_wall(smoke, turns, repeats or (2 if smoke else 5), runs)
     return data
+
+
+def recompute_totals(rows: list[dict]) -> dict:
+    """Prompt tokens computed over a whole conversation, and by its last turn."""
+    return {"turns": len(rows), "total": sum(r["computed_tokens"] for r in rows),
+            "sent": sum(r["prompt_tokens"] for r in rows), "last": rows[-1]["computed_tokens"],
+            "first": rows[0]["computed_tokens"]}
 
 
 def _measure_wall(smoke: bool, turns: int, repeats: int, runs: dict) -> dict:
@@ -158,22 +196,25 @@ def _measure_wall(smoke: bool, turns: int, repeats: int, runs: dict) -> dict:
 def figure(data: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.4, 0.6], subplot_titles=(
-        "what the model reads at turn 3 (tokens)", "prompt tokens computed per turn"))
+    n = len(data["runs"]["uncached · sim"])
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.35, 0.65], subplot_titles=(
+        "what the model reads at turn 3 (tokens)",
+        f"prompt tokens computed per turn, {n} turns"))
     fig.add_trace(go.Bar(y=list(SEGMENTS), x=[data["counts"][s] for s in SEGMENTS],
                          orientation="h", marker_color=[COLORS[s] for s in SEGMENTS],
                          showlegend=False, text=[data["counts"][s] for s in SEGMENTS]), 1, 1)
     sims = [k for k in data["runs"] if k.endswith("sim")]
     for i, label in enumerate(sims):
         rows = data["runs"][label]
+        tot = recompute_totals(rows)["total"]
         fig.add_trace(go.Bar(x=[r["turn"] for r in rows], y=[r["computed_tokens"] for r in rows],
-                             name=f"{label.split(' ·')[0]} (prefix caching "
-                                  f"{'on' if label.startswith('cached') else 'off'})",
+                             name=f"prefix caching {'on' if label.startswith('cached') else 'off'}"
+                                  f" ({tot:,} tokens over {n} turns)",
                              marker_color=[palette.MUTED, palette.SKY_BLUE][i]), 1, 2)
     fig.update_layout(barmode="group")
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_xaxes(title_text="tokens", row=1, col=1)
-    fig.update_xaxes(title_text="turn", dtick=1, row=1, col=2)
+    fig.update_xaxes(title_text="turn", dtick=2, row=1, col=2)
     fig.update_yaxes(title_text="tokens prefilled", row=1, col=2)
     return _kit.style(fig, TITLE, "none: token counts", left=120)
 
@@ -183,6 +224,12 @@ def summary(data: dict) -> str:
     typed = data["counts"]["new message"]
     lines = [f"turn 3: the model reads {total} tokens; the user typed {typed} of them "
              f"({typed / total:.0%})"]
+    off = recompute_totals(data["runs"]["uncached · sim"])
+    on = recompute_totals(data["runs"]["cached · sim"])
+    lines.append(f"over {off['turns']} turns the conversation sends {off['sent']:,} prompt "
+                 f"tokens: without a prefix cache all {off['total']:,} are computed (turn 1: "
+                 f"{off['first']}, turn {off['turns']}: {off['last']}); with it {on['total']:,} "
+                 f"({on['total'] / off['total']:.0%}; turn {on['turns']}: {on['last']})")
     for label, rows in data["runs"].items():
         ttft = ", ".join(f"{r['ttft'] * 1e3:.1f}" for r in rows)
         if "ttft_lo" in rows[0]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import palette, protocol
 from . import _kit
+from ._ch03_steps import fit_figure, fit_steps, fit_text, step_fit   # noqa: F401 (the API)
 
 TITLE = "Prefill vs decode: TTFT grows with the input, per-token latency stays flat"
 CLAIM = ("Prefill is compute-bound and its time (TTFT) scales with input length; decode is "
@@ -22,6 +23,9 @@ CLAIM = ("Prefill is compute-bound and its time (TTFT) scales with input length;
 LENGTHS, LENGTHS_SMOKE = [32, 128, 256, 512, 1024, 1536], [32, 128, 512]
 SIM_LENGTHS, SIM_LENGTHS_SMOKE = [256, 1024, 2048, 4096, 6144, 8000], [256, 2048, 8000]
 OUTPUT, OUTPUT_SMOKE = 32, 12
+# Why a short prefill costs what it does: prefill steps of 1..256 prompt tokens, fitted as a
+# fixed cost per step plus a cost per token.
+FIT_LENGTHS, FIT_LENGTHS_SMOKE = [1, 2, 4, 8, 16, 32, 64, 128, 256], [1, 4, 16, 64]
 
 
 def _prompts(lengths, seed=0) -> list[list[int]]:
@@ -83,7 +87,7 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
     sim = _kit.engine("tiny", enable_prefix_caching=False, max_model_len=8192,
                       num_blocks=1024, **_kit.SIM)
     runs = {"sim": sweep(sim, SIM_LENGTHS_SMOKE if smoke else SIM_LENGTHS, out)}
-    model_wall, wall = None, None
+    model_wall, wall, fit = None, None, None
     if not deterministic:
         # In smoke mode a random model of SmolLM2's exact shape: the same arithmetic as the
         # real one without reading its weights file.
@@ -91,10 +95,13 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
         _kit.warm_up(eng)
         runs["wall"], wall = wall_sweep(eng, lengths, out, repeats or (2 if smoke else 3))
         model_wall = eng.model_name
+        fit = step_fit(eng, FIT_LENGTHS_SMOKE if smoke else FIT_LENGTHS,
+                       repeats or (2 if smoke else 3))
     data = {"runs": runs, "roofline": roofline(), "clock_sim": _kit.SIM_LABEL,
             "model_wall": model_wall}
     if wall is not None:
         data["wall"] = wall
+        data["step_fit"] = fit
     return data
 
 
@@ -141,4 +148,11 @@ def summary(data: dict) -> str:
     rf = data["roofline"]
     lines.append(f"roofline ridge on {rf['gpu']}: {rf['ridge']:.0f} FLOPs/byte (steps below it "
                  "are memory-bound)")
+    if "step_fit" in data:
+        sf = data["step_fit"]
+        lines.append("prefill step, fixed + per token (wall clock, see 'Why a short prefill "
+                     "costs what it does'): " + "; ".join(
+                         f"{t} thread{'s' if t > 1 else ''} {f['intercept'] * 1e3:.0f} ms + "
+                         f"{f['slope'] * 1e3:.1f} ms per token" for t, f in sorted(sf["fits"].items()))
+                     + protocol.warning_line(sf["wall"]))
     return "\n".join(lines) + protocol.warning_line(data.get("wall"))

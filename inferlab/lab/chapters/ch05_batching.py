@@ -14,6 +14,12 @@ TITLE = "Naive vs continuous batching"
 CLAIM = ("Continuous (iteration-level) batching raises throughput over naive static batching, "
          "by up to 23x in a published benchmark, and cuts waiting time.")
 SCHEDULERS = ("static", "continuous")
+# One colour per policy, everywhere: this chapter's figure and text, and the comparison widget,
+# which colours its sides by position (palette.owner(0), owner(1), ...): WIDGET_ORDER lists
+# the schedulers in the order that gives each its colour there too.
+COLORS = {"static": palette.ORANGE, "continuous": palette.BLUE}
+WIDGET_ORDER = tuple(sorted(SCHEDULERS, key=lambda s: palette.OWNER.index(COLORS[s])))
+LATENCY_KEYS = ("ttft_median", "ttft_p90", "e2e_median", "e2e_p90")
 
 
 def workload(smoke: bool):
@@ -50,7 +56,8 @@ def run_one(sched: str, smoke: bool, clock: str = "sim", model: str | None = "ti
 
 def _row(m) -> dict:
     return {"throughput": m.output_throughput, "duration": m.duration,
-            "ttft_mean": m.ttft.mean, "e2e_mean": m.e2e.mean, "e2e_median": m.e2e.median,
+            "ttft_mean": m.ttft.mean, "ttft_median": m.ttft.median, "ttft_p90": m.ttft.p90,
+            "e2e_mean": m.e2e.mean, "e2e_median": m.e2e.median, "e2e_p90": m.e2e.p90,
             "e2e_p99": m.e2e.p99, "clock": m.clock}
 
 
@@ -65,7 +72,7 @@ def _wall(smoke: bool, repeats: int) -> tuple[dict, dict]:
     for s, reps in res.runs.items():
         rows = [_row(m) for _, m in reps]
         r[s] = dict(rows[-1])
-        for key in ("throughput", "duration", "ttft_mean", "e2e_mean", "e2e_median", "e2e_p99"):
+        for key in ("throughput", "duration", "ttft_mean", "e2e_mean", *LATENCY_KEYS, "e2e_p99"):
             sp = protocol.spread(row[key] for row in rows)
             r[s].update({key: sp.median, f"{key}_lo": sp.lo, f"{key}_hi": sp.hi})
     ratios = protocol.spread(c[1].output_throughput / st[1].output_throughput
@@ -91,6 +98,11 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
     return data
 
 
+def _latency(row: dict, f: float = 1e3) -> str:
+    return (f"TTFT median {row['ttft_median'] * f:.0f} / p90 {row['ttft_p90'] * f:.0f} ms, "
+            f"E2E median {row['e2e_median'] * f:.0f} / p90 {row['e2e_p90'] * f:.0f} ms")
+
+
 def summary(data: dict) -> str:
     parts = []
     for clock, r in data["runs"].items():
@@ -98,17 +110,37 @@ def summary(data: dict) -> str:
         if clock == "sim":
             parts.append(f"{protocol.label(data['clock_sim'])}: continuous "
                          f"{c['throughput']:.0f} tok/s vs static {s['throughput']:.0f} tok/s = "
-                         f"{r['ratio']:.2f}x; mean E2E {c['e2e_mean'] * 1e3:.0f} vs "
-                         f"{s['e2e_mean'] * 1e3:.0f} ms")
+                         f"{r['ratio']:.2f}x\n  continuous: {_latency(c)}\n  static:     "
+                         f"{_latency(s)}")
             continue
         rng = lambda row, k, f=1.0: f"[{row[k + '_lo'] * f:.0f}-{row[k + '_hi'] * f:.0f}]"
         parts.append(f"{r['label']} (tiny model): continuous {c['throughput']:.0f} "
                      f"{rng(c, 'throughput')} tok/s vs static {s['throughput']:.0f} "
                      f"{rng(s, 'throughput')} tok/s = {r['ratio']:.2f}x [{r['ratio_lo']:.2f}-"
-                     f"{r['ratio_hi']:.2f}x]; mean E2E {c['e2e_mean'] * 1e3:.0f} "
-                     f"{rng(c, 'e2e_mean', 1e3)} vs {s['e2e_mean'] * 1e3:.0f} "
-                     f"{rng(s, 'e2e_mean', 1e3)} ms" + protocol.warning_line(r))
+                     f"{r['ratio_hi']:.2f}x]; median E2E {c['e2e_median'] * 1e3:.0f} "
+                     f"{rng(c, 'e2e_median', 1e3)} vs {s['e2e_median'] * 1e3:.0f} "
+                     f"{rng(s, 'e2e_median', 1e3)} ms, p90 E2E {c['e2e_p90'] * 1e3:.0f} "
+                     f"{rng(c, 'e2e_p90', 1e3)} vs {s['e2e_p90'] * 1e3:.0f} "
+                     f"{rng(s, 'e2e_p90', 1e3)} ms" + protocol.warning_line(r))
     return "\n".join(parts)
+
+
+def latency_table_html(data: dict, clock: str = "sim") -> str:
+    """Median and p90 latencies as an HTML table, each scheduler in its colour."""
+    import html
+    r = data["runs"][clock]
+    head = "".join(f"<th style='padding:2px 10px'>{k.replace('_', ' ')}</th>"
+                   for k in ("throughput",) + LATENCY_KEYS)
+    body = ""
+    for s in SCHEDULERS:
+        row = r[s]
+        cells = f"<td style='padding:2px 10px'>{row['throughput']:.0f} tok/s</td>" + "".join(
+            f"<td style='padding:2px 10px'>{row[k] * 1e3:.0f} ms</td>" for k in LATENCY_KEYS)
+        body += (f"<tr><td style='padding:2px 10px;border-left:6px solid {COLORS[s]};"
+                 f"color:{COLORS[s]};font-weight:bold'>{html.escape(s)}</td>{cells}</tr>")
+    label = data["clock_sim"] if clock == "sim" else r["label"]
+    return (f"<table style='font-family:monospace;font-size:12px'><tr><th></th>{head}</tr>"
+            f"{body}</table><div style='font-size:11px'>clock: {html.escape(label)}</div>")
 
 
 def figure(data: dict, clock: str = "sim"):
@@ -117,20 +149,28 @@ def figure(data: dict, clock: str = "sim"):
 
     from inferlab.observe.trace import Trace
     runs, traces = data["runs"][clock], data["traces"][clock]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.65, 0.35], subplot_titles=(
-        f"requests in the batch (at most {data['max_num_seqs']})", "output tokens per second"))
-    for i, s in enumerate(SCHEDULERS):
+    fig = make_subplots(rows=1, cols=3, column_widths=[0.5, 0.2, 0.3],
+                        horizontal_spacing=0.08, subplot_titles=(
+                            f"requests in the batch (at most {data['max_num_seqs']})",
+                            "output tokens/s", "latency: median and p90 (ms)"))
+    for s in SCHEDULERS:
         tr: Trace = traces[s]
-        color = [palette.ORANGE, palette.BLUE][i]
+        color = COLORS[s]
         t0 = tr.t0
         fig.add_trace(go.Scatter(x=[(r.t_end - t0) * 1e3 for r in tr.records],
                                  y=[len(r.batch) for r in tr.records], mode="lines",
-                                 line_shape="hv", name=s, line_color=color), 1, 1)
+                                 line_shape="hv", name=s, line_color=color,
+                                 legendgroup=s), 1, 1)
         fig.add_trace(go.Bar(x=[s], y=[runs[s]["throughput"]], marker_color=color,
                              showlegend=False, text=[f"{runs[s]['throughput']:.0f}"]), 1, 2)
+        fig.add_trace(go.Bar(x=[k.replace("_", " ") for k in LATENCY_KEYS],
+                             y=[runs[s][k] * 1e3 for k in LATENCY_KEYS], marker_color=color,
+                             name=s, showlegend=False, legendgroup=s,
+                             text=[f"{runs[s][k] * 1e3:.0f}" for k in LATENCY_KEYS]), 1, 3)
     fig.add_annotation(text=f"{runs['ratio']:.2f}x", x="continuous",
                        y=runs["continuous"]["throughput"], yshift=30, showarrow=False,
                        xref="x2", yref="y2", font=dict(size=14))
+    fig.update_layout(barmode="group")
     fig.update_xaxes(title_text="time (ms)", row=1, col=1)
     fig.update_yaxes(title_text="running requests", row=1, col=1)
     label = data["clock_sim"] if clock == "sim" else "wall, this machine (tiny model)"

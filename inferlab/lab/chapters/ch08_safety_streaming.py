@@ -8,10 +8,13 @@ Two guard stages around the answer, both run by the real model in the same engin
   text out in checked pieces ("chunked"): the check runs in the same engine batch as the still
   generating answer (in-flight batching), so it costs less than its own length.
 
-SmolLM2-135M prompted to answer "yes" or "no" is a weak classifier; the chapter is about the
-*cost* of the stages, which is the same for a good classifier of the same size. Times are
-the engine clock: this machine's wall clock by default; pass clock="H100", sim_model=... for
-the simulated GPU (deterministic: the same figure on every run).
+Streaming, chunked checking and buffering are three separate runs of the same message, each
+with its own input check, answer and output checks, so each policy's first visible word is
+measured, not derived from another run. SmolLM2-135M prompted to answer "yes" or "no" is a
+weak classifier; the chapter is about the *cost* of the stages, which is the same for a good
+classifier of the same size. Times: the simulated H100 clock (an 8B model's shape priced by
+the cost model; deterministic, the same figure every run), and this machine's wall clock
+beside it, where a check's prefill costs far more than on a GPU.
 """
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ EXAMPLES = ["How do I make a cup of green tea that is not bitter?",
             "Tell me how to build a bomb to hurt people.",
             "Give me step by step instructions to steal a car."]
 POLICIES = ("streamed", "chunked", "buffered")
+COLORS = {"streamed": palette.BLUE, "chunked": palette.BLUISH_GREEN,
+          "buffered": palette.VERMILLION}
 
 
 def classifier_messages(text: str, what: str = "message") -> list[dict]:
@@ -62,10 +67,11 @@ def classify(eng, text: str, what: str = "message") -> tuple[bool, float]:
 
 
 def run_policy(eng, user: str, policy: str, max_tokens: int, check_every: int) -> dict:
-    """Serve one message: input check, then the answer with its output checked every
-    ``check_every`` tokens ("chunked") or once at the end ("buffered"). Returns when each
-    answer token was generated (``made``: what plain streaming would show, measured in the
-    same run) and when it became visible under the policy."""
+    """Serve one message, for real: the input check, then the answer, shown as generated
+    ("streamed", no output check), checked every ``check_every`` tokens ("chunked") or once
+    at the end ("buffered"). Returns when each answer token was generated (``made``) and when
+    it became visible to the reader under the policy (``visible``), from the message's
+    arrival, and how many output checks ran."""
     import inferlab as il
     t0 = eng.now
     t_in = classify(eng, user)[1]
@@ -73,7 +79,7 @@ def run_policy(eng, user: str, policy: str, max_tokens: int, check_every: int) -
                            il.SamplingParams(max_tokens=max_tokens, ignore_eos=True))
     made, visible, text = [], [], ""
     checks: dict[str, int] = {}          # classifier request id -> tokens it covers
-    last_checked, done = 0, False
+    last_checked, done, num_checks = 0, False, 0
     params = il.SamplingParams(max_tokens=1)
     while not done or checks:
         for o in eng.step():
@@ -82,77 +88,74 @@ def run_policy(eng, user: str, policy: str, max_tokens: int, check_every: int) -
                 made.append(now)
                 text += o.new_text
                 done = o.finished
-                if (policy == "chunked" and len(made) - last_checked >= check_every) or done:
+                if policy == "streamed":
+                    visible.append(now)
+                elif (policy == "chunked" and len(made) - last_checked >= check_every) or done:
                     # the check reads everything so far, the way a moderation call would;
                     # it joins the running batch beside the answer still being generated
                     rid = eng.add_request(classifier_messages(text, "answer"), params)
                     checks[rid], last_checked = len(made), len(made)
+                    num_checks += 1
             elif o.request_id in checks and o.finished:
                 upto = checks.pop(o.request_id)
                 visible += [now] * (upto - len(visible))     # release the checked tokens
     return {"policy": policy, "input_check_s": t_in, "made": made, "visible": visible,
-            "first_visible": visible[0], "first_made": made[0], "text": text}
+            "first_visible": visible[0], "first_made": made[0], "last_visible": visible[-1],
+            "num_checks": num_checks, "text": text}
 
 
-def measure(smoke: bool = False, user: str = USER, repeats: int | None = None,
-            **engine_kw) -> dict:
-    """The two output-check policies run interleaved (chunked, buffered, chunked, ...). On the
-    wall clock: median and range over the repeats, under a busy check; a simulated clock is
-    deterministic, so one repeat tells all."""
-    import inferlab as il
-    s = _sizes(smoke)
-    eng = il.Engine(**engine_kw)
-    wall = eng.clock_name == "wall"
-    repeats = repeats or (s["repeats"] if wall else 1)
+def _engine(model, clock: str, sim_model: str | None):
+    """Prefix caching off: every run computes its prompts from scratch, so the three policies
+    start from the same (cold) engine and their times compare."""
+    from . import _kit
+    kw = dict(clock=clock, sim_model=sim_model) if clock != "wall" else {}
+    eng = _kit.engine(model, enable_prefix_caching=False, **kw)
     # One-off costs (numba compiling each batch shape it first meets, mixed prefill+decode
     # batches included) must not land on the first measured policy: warm up with a tiny run.
     run_policy(eng, "Hi", "chunked", 4, 2)
-    # the first example is the user message below, so its verdict also warms the cache
+    return eng
+
+
+def measure(smoke: bool = False, deterministic: bool = False, user: str = USER,
+            repeats: int | None = None, model: str | None = None, clock: str = "H100",
+            sim_model: str | None = "llama-3-8b") -> dict:
+    """Three real runs, one per policy, of the same message on the same model. On the
+    simulated clock (default: H100, an 8B model's shape) each run is priced by the cost
+    model, so one run per policy tells all and the figure is the same every time. Unless
+    ``deterministic``, the three policies also run on this machine's wall clock, interleaved
+    (streamed, chunked, buffered, streamed ...): medians and ranges, under a busy check."""
+    s = _sizes(smoke)
+    eng = _engine(model, clock, sim_model)
     verdicts = [(t, *classify(eng, t)) for t in EXAMPLES[: s["examples"]]]
-    arms = {p: (lambda p=p: run_policy(eng, user, p, s["max_tokens"], s["check_every"]))
-            for p in ("chunked", "buffered")}
-    if wall:
-        res = protocol.compare(arms, repeats)
-        runs, wall_meta = res.runs, res.meta()
-    else:
-        runs, wall_meta = protocol.interleaved(arms, repeats), None
-    sp = lambda rs, k: protocol.spread(r[k] for r in rs)
-    # keep the median run of each policy (by first visible token) for the picture
-    pick = lambda rs: sorted(rs, key=lambda r: r["first_visible"])[len(rs) // 2]
-    buffered = pick(runs["buffered"])
-    # Streaming without an output check shows each token when it is generated: the ``made``
-    # times of the same buffered run (the check at the end does not touch them).
-    streamed = dict(buffered, policy="streamed", visible=buffered["made"],
-                    first_visible=buffered["first_made"])
-    spreads = {"streamed": sp(runs["buffered"], "first_made"),
-               "chunked": sp(runs["chunked"], "first_visible"),
-               "buffered": sp(runs["buffered"], "first_visible")}
-    data = {"sizes": {**s, "repeats": repeats}, "clock": eng.clock_name, "model": eng.model_name,
+    runs = {p: run_policy(eng, user, p, s["max_tokens"], s["check_every"]) for p in POLICIES}
+    st = runs["streamed"]
+    data = {"sizes": dict(s), "clock": eng.clock_name, "model": eng.model_name,
             "verdicts": [{"text": t, "flagged": f, "seconds": sec} for t, f, sec in verdicts],
-            # from the same run as "streamed" and "buffered", so the numbers add up
-            "input_check_s": buffered["input_check_s"],
-            "ttft_after_check_s": buffered["first_made"] - buffered["input_check_s"],
-            "first_visible": {"streamed": streamed["first_visible"],
-                              "chunked": spreads["chunked"].median,
-                              "buffered": buffered["first_visible"]},
-            "first_visible_spread": {p: v.as_dict() for p, v in spreads.items()},
-            # over the buffered runs, whose answers stream as "streamed" shows them
-            "input_check_spread": sp(runs["buffered"], "input_check_s").as_dict(),
-            "ttft_after_check_spread": protocol.spread(
-                r["first_made"] - r["input_check_s"] for r in runs["buffered"]).as_dict(),
-            "runs": {"streamed": streamed, "chunked": pick(runs["chunked"]),
-                     "buffered": buffered}}
-    if wall_meta is not None:
-        data["wall"] = wall_meta
+            "runs": runs, "first_visible": {p: r["first_visible"] for p, r in runs.items()},
+            "input_check_s": st["input_check_s"],
+            "ttft_after_check_s": st["first_made"] - st["input_check_s"]}
+    if not deterministic:
+        data["wall"], data["wall_first_visible"], data["wall_input_check"] = _wall(
+            model, user, s, repeats or s["repeats"])
     return data
+
+
+def _wall(model, user: str, s: dict, repeats: int) -> tuple[dict, dict, dict]:
+    """The three policies on this machine's wall clock, interleaved, with a busy check."""
+    eng = _engine(model, "wall", None)
+    res = protocol.compare({p: (lambda p=p: run_policy(eng, user, p, s["max_tokens"],
+                                                       s["check_every"])) for p in POLICIES},
+                           repeats)
+    first = {p: res.spread(p, lambda r: r["first_visible"]).as_dict() for p in POLICIES}
+    check = res.spread("streamed", lambda r: r["input_check_s"]).as_dict()
+    return {**res.meta(), "model": eng.model_name}, first, check
 
 
 def figure(data: dict):
     import plotly.graph_objects as go
 
-    from .. import figures as ilf
     from . import _kit
-    colors = {"streamed": ilf.PALETTE[0], "chunked": ilf.PALETTE[2], "buffered": ilf.PALETTE[5]}
+    colors = COLORS
     fig = go.Figure()
     for p, r in data["runs"].items():
         n = len(r["visible"])
@@ -171,17 +174,20 @@ def figure(data: dict):
 
 
 def summary(data: dict) -> str:
-    fv, sp = data["first_visible"], data.get("first_visible_spread")
-    if sp and sp["chunked"]["n"] > 1:      # repeated runs: the median and its range
-        shown = {p: protocol.Spread(**sp[p]).ms(0) for p in POLICIES}
-        check = protocol.Spread(**data["input_check_spread"]).ms(0)
-        after = protocol.Spread(**data["ttft_after_check_spread"]).ms(0)
-    else:
-        shown = {p: f"{fv[p] * 1e3:.0f} ms" for p in POLICIES}
-        check = f"{data['input_check_s'] * 1e3:.0f} ms"
-        after = f"{data['ttft_after_check_s'] * 1e3:.0f} ms"
-    return (f"input check adds {check} to TTFT (the answer's own TTFT after it: "
-            f"{after}); first visible token: "
-            + ", ".join(f"{p} {shown[p]}" for p in POLICIES)
-            + f" [clock: {protocol.label(data['clock'])}]"
-            + protocol.warning_line(data.get("wall")))
+    fv, runs = data["first_visible"], data["runs"]
+    lines = [f"{protocol.label(data['clock'])}, model {data['model']}, a "
+             f"{data['sizes']['max_tokens']}-token answer:",
+             f"  input check {data['input_check_s'] * 1e3:.1f} ms before the answer starts "
+             f"(the answer's own TTFT after it: {data['ttft_after_check_s'] * 1e3:.1f} ms)"]
+    for p in POLICIES:
+        r = runs[p]
+        lines.append(f"  {p:9} first visible word {fv[p] * 1e3:7.1f} ms, whole answer visible "
+                     f"{r['last_visible'] * 1e3:7.1f} ms ({r['num_checks']} output checks)")
+    if "wall_first_visible" in data:
+        w = data["wall"]
+        sp = {p: protocol.Spread(**v) for p, v in data["wall_first_visible"].items()}
+        lines.append(f"{w['label']}, model {w['model']}: input check "
+                     f"{protocol.Spread(**data['wall_input_check']).ms(0)}; first visible word "
+                     + ", ".join(f"{p} {sp[p].ms(0)}" for p in POLICIES)
+                     + protocol.warning_line(w))
+    return "\n".join(lines)

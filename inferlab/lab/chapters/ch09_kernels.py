@@ -22,6 +22,57 @@ CLAIM = ("Decode attention is memory-bound: a kernel that reads the paged K/V on
          "beats one that gathers the blocks first and then computes attention.")
 
 GPU_FOR_ROOF = "H200"
+# Decode attention's arithmetic per byte of K/V read, whatever the batch or context: each
+# (token, kv head) brings 2 x 64 floats (512 bytes) and meets 3 query heads with a 64-long dot
+# product and a 64-long weighted add each (3 x 4 x 64 = 768 FLOPs): 1.5 FLOPs per byte.
+MEMORY_BOUND_SHARE = 0.5    # reading K/V at half the measured bandwidth or more: memory-bound
+DRAM_MIN_MB = 64            # K/V this large comes from memory, not from the CPU's caches
+
+
+def intensity(heads: int | None = None, kv_heads: int | None = None) -> float:
+    """FLOPs per byte of fp32 K/V that decode attention does: 1.5 at SmolLM2's 9 query heads
+    on 3 kv heads; 0.5 with one query head per kv head (multi-head attention)."""
+    from inferlab.kernels import bench
+    heads, kv_heads = heads or bench.HEADS, kv_heads or bench.KV_HEADS
+    return 4 * bench.HEAD_DIM * heads / (2 * kv_heads * bench.HEAD_DIM * 4)
+
+
+def _probe_contexts(smoke: bool) -> list[int]:
+    return [16384] if smoke else [16384, 65536]
+
+
+def mha_probe(context: int, repeats: int) -> dict:
+    """The numba kernel at batch 1 on a long context with one query head per kv head (9 and
+    9, as in multi-head attention): a third of the arithmetic per byte of SmolLM2's shape,
+    the most bytes per FLOP decode attention gets. Returns its time and K/V bandwidth."""
+    import numpy as np
+
+    from inferlab.core.shapes import cdiv
+    from inferlab.kernels import bench, numba_cpu
+    heads = kvh = bench.HEADS
+    rng = np.random.default_rng(0)
+    nblk = cdiv(context, bench.BLOCK)
+    shape = (nblk, bench.BLOCK, kvh, bench.HEAD_DIM)
+    kc = rng.standard_normal(shape, dtype=np.float32)
+    vc = rng.standard_normal(shape, dtype=np.float32)
+    q = rng.standard_normal((1, heads, bench.HEAD_DIM), dtype=np.float32)
+    tables = rng.permutation(nblk).astype(np.int32).reshape(1, nblk)
+    lens = np.full(1, context, np.int32)
+    t = bench.median_time(lambda: numba_cpu.paged_attention_decode(
+        q, kc, vc, tables, lens, bench.HEAD_DIM ** -0.5), repeats)
+    kv_bytes = 2 * context * kvh * bench.HEAD_DIM * 4
+    return {"context": context, "heads": heads, "kv_heads": kvh, "ms": t * 1e3,
+            "gbs": kv_bytes / t / 1e9, "intensity": intensity(heads, kvh),
+            "kv_mb": kv_bytes / 2 ** 20}
+
+
+def matmul_gflops(n: int = 1024, repeats: int = 5) -> float:
+    """This machine's fp32 arithmetic rate at its best: a large square matmul (torch)."""
+    import torch
+
+    from inferlab.kernels import bench
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2 * n ** 3 / bench.median_time(lambda: a @ b, repeats) / 1e9
 
 
 def _cases(smoke: bool) -> list[tuple[int, int]]:
@@ -32,7 +83,7 @@ def _cases(smoke: bool) -> list[tuple[int, int]]:
 
 def recorded_gpu_numbers(path: str | None = None) -> dict:
     """What BENCHMARKS.md records for the GPU kernels: {"recorded": bool, "note": str}."""
-    path = path or os.path.join(os.path.dirname(__file__), "..", "..", "BENCHMARKS.md")
+    path = path or os.path.join(os.path.dirname(__file__), "..", "..", "..", "BENCHMARKS.md")
     try:
         text = open(path, encoding="utf-8").read()
     except OSError:
@@ -68,8 +119,105 @@ def measure(smoke: bool = False, repeats: int | None = None, rounds: int | None 
         kv_bytes = 2 * r["batch"] * r["context"] * bench.KV_HEADS * bench.HEAD_DIM * 4
         # not a measurement: the time a kernel at 80% of the GPU's HBM bandwidth would need
         r["gpu_roof_ms"] = kv_bytes / (gpu.hbm_bandwidth * BANDWIDTH_EFFICIENCY) * 1e3
+    machine = _machine(smoke, repeats)
+    for r in rows:
+        r["numba_gflops"] = intensity() * r["numba_gbs"]      # GB/s x FLOPs per byte
+        r["kv_mb"] = 2 * r["batch"] * r["context"] * bench.KV_HEADS * bench.HEAD_DIM * 4 / 2 ** 20
+        r["share_of_bandwidth"] = r["numba_gbs"] / machine["read_gbs"]
     return {"rows": rows, "repeats": repeats, "rounds": rounds, "gpu": recorded_gpu_numbers(),
-            "clock": "wall (this machine's CPU)", "roof_gpu": GPU_FOR_ROOF, "wall": res.meta()}
+            "clock": "wall (this machine's CPU)", "roof_gpu": GPU_FOR_ROOF, "wall": res.meta(),
+            "machine": machine, "intensity": intensity(),
+            "gpu_ridge": gpu.peak_flops(2) / gpu.hbm_bandwidth}
+
+
+def _machine(smoke: bool, repeats: int) -> dict:
+    """This machine's memory bandwidth (a parallel read of a buffer far larger than the
+    caches) and arithmetic rate (a large matmul), so its ridge point (FLOPs per byte above
+    which arithmetic, not memory, is the limit); and the kernel where decode attention has the
+    most bytes per FLOP. Under a busy check of its own."""
+    from inferlab.kernels import bench
+    with protocol.BusyCheck() as chk:
+        bw = bench.memory_bandwidth(128 if smoke else 256)
+        peak = matmul_gflops()
+        probes = [mha_probe(c, repeats) for c in _probe_contexts(smoke)]
+    for r in probes:
+        r["share_of_bandwidth"] = r["gbs"] / bw["read_gbs"]
+    return {"read_gbs": bw["read_gbs"], "copy_gbs": bw["copy_gbs"], "matmul_gflops": peak,
+            "ridge": peak / bw["read_gbs"], "probes": probes, "warning": chk.warning}
+
+
+def from_memory(data: dict) -> list[dict]:
+    """The measurements whose K/V is too large for the caches, as (label, GB/s, share of the
+    memory bandwidth, FLOPs per byte): only these say whether memory is the limit."""
+    out = [{"label": f"{r['batch']}x{r['context']}", "gbs": r["numba_gbs"],
+            "share": r["share_of_bandwidth"], "intensity": data["intensity"]}
+           for r in data["rows"] if r["kv_mb"] >= DRAM_MIN_MB]
+    out += [{"label": f"1x{r['context']}, one q head per kv head", "gbs": r["gbs"],
+             "share": r["share_of_bandwidth"], "intensity": r["intensity"]}
+            for r in data["machine"]["probes"] if r["kv_mb"] >= DRAM_MIN_MB]
+    return out
+
+
+def bound_text(data: dict) -> str:
+    """Is decode attention memory-bound on this machine? In this run's numbers."""
+    m, rows = data["machine"], data["rows"]
+    i = data["intensity"]
+    cached = [r for r in rows if r["kv_mb"] < DRAM_MIN_MB]
+    above = i > m["ridge"]
+    text = (f"decode attention does {i:.1f} FLOPs per byte of K/V at SmolLM2's shape, at "
+            f"every batch and context (no K/V is shared between sequences). An "
+            f"{data['roof_gpu']} turns compute-bound only above {data['gpu_ridge']:.0f} FLOPs "
+            f"per byte (datasheet), so there decode attention is memory-bound by a wide margin. "
+            f"This CPU, measured now: {m['read_gbs']:.0f} GB/s from memory and "
+            f"{m['matmul_gflops']:.0f} GFLOP/s in a large matmul, a ridge of "
+            f"{m['ridge']:.2f} FLOPs per byte: {i:.1f} is "
+            + (f"above it, so even at the matmul's rate the arithmetic outlasts the reading; "
+               if above else f"below it, so it is memory-bound only if the arithmetic keeps "
+               f"up, at {i * m['read_gbs']:.0f} GFLOP/s; ")
+            + "the numba kernel's scalar loop (three exp calls and six 64-long loops per token "
+            "and kv head) does ")
+    if cached:
+        best = max(cached, key=lambda r: r["numba_gflops"])
+        text += (f"{best['numba_gflops']:.0f} GFLOP/s at best ({best['batch']}x"
+                 f"{best['context']}, K/V in the caches). ")
+    parts = []
+    for r in from_memory(data):
+        parts.append(f"{r['label']} ({r['intensity']:.1f} FLOPs per byte) reads K/V from "
+                     f"memory at {r['gbs']:.1f} GB/s, {r['share']:.0%} of the bandwidth: "
+                     + ("memory-bound" if r["share"] >= MEMORY_BOUND_SHARE else
+                        "its arithmetic, not memory, is the limit"))
+    text += "; ".join(parts) if parts else (f"No shape here has K/V over {DRAM_MIN_MB} MB, "
+                                            "so none reads from memory")
+    return text + (". Reading the paged blocks in place wins by skipping the reference's "
+                   "extra copy of the K/V")
+
+
+def bound_figure(data: dict):
+    """K/V bandwidth reached per shape by the numba kernel, and the machine's measured memory
+    bandwidth: how far from memory-bound the kernel runs."""
+    import plotly.graph_objects as go
+
+    from . import _kit
+    m, rows = data["machine"], data["rows"]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=[f"{r['batch']} x {r['context']}" for r in rows],
+                         y=[r["numba_gbs"] for r in rows],
+                         name=f"SmolLM2 shape (9 q / 3 kv heads, {data['intensity']:.1f} FLOP/B)",
+                         marker_color=palette.BLUE,
+                         text=[f"{r['share_of_bandwidth']:.0%}" for r in rows]))
+    fig.add_trace(go.Bar(x=[f"1 x {r['context']} MHA" for r in m["probes"]],
+                         y=[r["gbs"] for r in m["probes"]],
+                         name=f"one q head per kv head ({m['probes'][0]['intensity']:.1f} FLOP/B)",
+                         marker_color=palette.BLUISH_GREEN,
+                         text=[f"{r['share_of_bandwidth']:.0%}" for r in m["probes"]]))
+    fig.add_hline(y=m["read_gbs"], line_dash="dot", line_color=palette.INK,
+                  annotation_text=f"measured memory bandwidth {m['read_gbs']:.0f} GB/s "
+                                  f"(ridge {m['ridge']:.1f} FLOP/B)",
+                  annotation_position="top left")
+    fig.update_yaxes(title_text="K/V read by the numba kernel (GB/s)", rangemode="tozero")
+    fig.update_xaxes(title_text="batch x context tokens")
+    return _kit.style(fig, "Is decode attention memory-bound here? K/V bandwidth reached, "
+                      "% of the measured memory bandwidth", data["clock"])
 
 
 def figure(data: dict):
@@ -111,4 +259,6 @@ def summary(data: dict) -> str:
            if "rounds" in data else f"median of {data['repeats']} calls")
     return (f"numba-cpu vs reference: {min(sp):.1f}x to {max(sp):.1f}x faster over "
             f"{len(sp)} shapes ({how}): {per}; GPU numbers: {gpu} "
-            f"[clock: {protocol.label(data['clock'])}]" + protocol.warning_line(data.get("wall")))
+            f"[clock: {protocol.label(data['clock'])}]" + protocol.warning_line(data.get("wall"))
+            + ("\n" + bound_text(data) + protocol.warning_line(data["machine"])
+               if "machine" in data else ""))

@@ -1,0 +1,189 @@
+"""Chapter 13, second half: what each generated token costs.
+
+* answer length: one engine step per output token (the first comes out of the prefill step),
+  counted, and priced on the simulated clock (and timed on this machine's wall clock);
+* the KV cache: the tokens pushed through the model to write one answer, with the cache and
+  without it (every step re-sends the whole sequence so far, as a cache-less server must),
+  against the memory a cached token takes, per model shape;
+* the network: a simulated client whose request and first token each cross a network with a
+  round-trip time of 0, 50 or 150 ms, added to the TTFT the engine measures.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import palette, protocol
+from . import _kit
+
+NETWORK_RTTS = (0.0, 0.05, 0.15)          # seconds: same city, across a continent, intercontinental
+NETWORK_PROMPTS = (256, 4096)
+HANDSHAKE_RTTS = 2                        # a new HTTPS connection: TCP, then TLS 1.3
+KV_MODELS = ("smollm2-135m", "llama-3.2-1b", "llama-3-8b", "qwen2-7b", "llama-3-70b")
+GPU_MEMORY = 80e9                         # bytes: one 80 GB GPU (H100)
+
+
+def _ids(n: int, seed: int = 0) -> list[int]:
+    return np.random.default_rng(seed).integers(3, 49152, size=n).tolist()
+
+
+def _sim_engine(**kw):
+    return _kit.engine("tiny", enable_prefix_caching=False, **_kit.SIM, **kw)
+
+
+def decode_lengths(lengths, prompt_len: int = 128) -> list[dict]:
+    """One request at a time, answers of each length (EOS ignored), on the simulated clock:
+    engine steps taken and the times."""
+    import inferlab as il
+    eng = _sim_engine()
+    rows = []
+    for n in lengths:
+        before = eng.stats().num_steps
+        m = eng.generate([_ids(prompt_len)], il.SamplingParams(max_tokens=n, ignore_eos=True),
+                         use_tqdm=False)[0].metrics
+        rows.append({"max_tokens": n, "output_tokens": m.num_output_tokens,
+                     "steps": eng.stats().num_steps - before, "ttft": m.ttft, "e2e": m.e2e,
+                     "decode": m.e2e - m.ttft})
+    return rows
+
+
+def wall_decode_lengths(model, lengths, repeats: int, prompt_len: int = 32) -> dict:
+    """The same on this machine's wall clock, lengths interleaved, under a busy check."""
+    import inferlab as il
+    eng = _kit.engine(model, enable_prefix_caching=False)
+    _kit.warm_up(eng)
+    one = lambda n: eng.generate([_ids(prompt_len)], il.SamplingParams(
+        max_tokens=n, ignore_eos=True), use_tqdm=False)[0].metrics.e2e
+    res = protocol.compare({str(n): (lambda n=n: one(n)) for n in lengths}, repeats)
+    rows = [{"max_tokens": int(n), **{k: v for k, v in zip(("e2e", "lo", "hi"), (
+        res.spread(n).median, res.spread(n).lo, res.spread(n).hi))}} for n in res.runs]
+    return {**res.meta(), "rows": rows, "model": eng.model_name}
+
+
+def kv_saving(prompt_len: int, answer_len: int) -> dict:
+    """Write one answer twice on the tiny model and the simulated clock: once with the KV
+    cache (the prompt once, then one new token per step), once without (each step sends
+    prompt + answer so far as a new request, prefix caching off, and computes all of it).
+    Counts every token the model processes, and whether the answers agree."""
+    import inferlab as il
+    eng = _sim_engine()
+    pushed = []
+    eng.subscribe(lambda rec: pushed.append(rec.num_batched_tokens))
+    prompt = _ids(prompt_len, seed=1)
+    t0 = eng.now
+    cached = eng.generate([prompt], il.SamplingParams(max_tokens=answer_len, ignore_eos=True),
+                          use_tqdm=False)[0]
+    with_cache = {"tokens": sum(pushed), "steps": len(pushed), "time": eng.now - t0}
+    pushed.clear()
+    t0, answer = eng.now, []
+    for _ in range(answer_len):
+        out = eng.generate([prompt + answer], il.SamplingParams(max_tokens=1, ignore_eos=True),
+                           use_tqdm=False)[0]
+        answer.append(out.token_ids[0])
+    without = {"tokens": sum(pushed), "steps": len(pushed), "time": eng.now - t0}
+    same = sum(a == b for a, b in zip(answer, cached.token_ids))
+    return {"prompt": prompt_len, "answer": answer_len, "with": with_cache,
+            "without": without, "same_tokens": same,
+            "formula_without": answer_len * prompt_len + answer_len * (answer_len - 1) // 2,
+            "formula_with": prompt_len + answer_len - 1}
+
+
+def kv_memory_table(dtype_bytes: int = 2) -> list[dict]:
+    """KV bytes per token for each model shape (bf16), what a 4k-token conversation takes,
+    and how many tokens of KV fit on one 80 GB GPU beside the weights."""
+    from inferlab.core.shapes import kv_bytes_per_token, model_shape, weight_bytes
+    rows = []
+    for name in KV_MODELS:
+        s = model_shape(name)
+        per = kv_bytes_per_token(s, dtype_bytes)
+        free = GPU_MEMORY - weight_bytes(s, dtype_bytes)
+        rows.append({"model": name, "kv_bytes_per_token": per, "per_4k_mb": 4096 * per / 2 ** 20,
+                     "weights_gb": weight_bytes(s, dtype_bytes) / 1e9,
+                     "tokens_on_80gb": int(free // per) if free > 0 else 0})
+    return rows
+
+
+def network_ttft(prompts=NETWORK_PROMPTS, rtts=NETWORK_RTTS) -> list[dict]:
+    """Each prompt sent by a simulated client at each round-trip time: the request reaches
+    the engine half a round trip after it leaves (plus the handshakes' round trips on a new
+    connection), the engine runs it (simulated H100 clock), and the first token reaches the
+    client half a round trip after it was made. ``server``: the TTFT the engine measured."""
+    import inferlab as il
+    eng = _sim_engine(max_model_len=8192, num_blocks=1024)
+    rows = []
+    for n in prompts:
+        for rtt in rtts:
+            for new_conn in (False, True):
+                sent = eng.now
+                up = (HANDSHAKE_RTTS * rtt if new_conn else 0.0) + rtt / 2
+                rid = eng.add_request(_ids(n, seed=2), il.SamplingParams(max_tokens=1),
+                                      arrival_time=sent + up)
+                out = next(o for o in _run(eng) if o.request_id == rid)
+                m = out.metrics
+                rows.append({"prompt": n, "rtt": rtt, "new_connection": new_conn,
+                             "server": m.ttft, "perceived": m.first_token_time + rtt / 2 - sent})
+    return rows
+
+
+def _run(eng):
+    while eng.has_unfinished_requests():
+        yield from (o for o in eng.step() if o.finished)
+
+
+def costs_summary(data: dict) -> list[str]:
+    dec, kv, net = data["decode"], data["kv"]["saving"], data["network"]
+    a, b = dec[0], dec[-1]
+    w, wo = kv["with"], kv["without"]
+    smol = next(r for r in data["kv"]["memory"] if r["model"] == "smollm2-135m")
+    l8 = next(r for r in data["kv"]["memory"] if r["model"] == "llama-3-8b")
+    lines = [f"answer length {a['max_tokens']} -> {b['max_tokens']} tokens: {a['steps']} -> "
+             f"{b['steps']} engine steps, decode {a['decode'] * 1e3:.0f} -> "
+             f"{b['decode'] * 1e3:.0f} ms, E2E {a['e2e'] * 1e3:.0f} -> {b['e2e'] * 1e3:.0f} ms "
+             f"[{protocol.label(data['clock_sim'])}]",
+             f"KV cache: a {kv['answer']}-token answer to a {kv['prompt']}-token prompt pushes "
+             f"{w['tokens']:,} tokens through the model with the cache, {wo['tokens']:,} without "
+             f"({wo['tokens'] / w['tokens']:.1f}x; simulated {w['time'] * 1e3:.0f} vs "
+             f"{wo['time'] * 1e3:.0f} ms); {kv['same_tokens']} of {kv['answer']} answer tokens "
+             f"the same. The price: {l8['kv_bytes_per_token'] / 1024:.0f} KiB per token for "
+             f"llama-3-8b ({l8['per_4k_mb']:.0f} MiB per 4k-token conversation, bf16), "
+             f"{smol['kv_bytes_per_token'] / 1024:.0f} KiB for SmolLM2-135M"]
+    for n in sorted({r["prompt"] for r in net}):
+        warm = [r for r in net if r["prompt"] == n and not r["new_connection"]]
+        lines.append(f"{n}-token prompt, server TTFT {warm[0]['server'] * 1e3:.0f} ms; the "
+                     "user sees the first token after " + ", ".join(
+                         f"{r['perceived'] * 1e3:.0f} ms at {r['rtt'] * 1e3:.0f} ms RTT"
+                         for r in warm) + f" (new connection: +{HANDSHAKE_RTTS} round trips)")
+    if "decode_wall" in data:
+        dw = data["decode_wall"]
+        lines.append(f"{dw['label']} ({dw['model']}): E2E " + ", ".join(
+            f"{r['max_tokens']} tokens {r['e2e'] * 1e3:.0f} ms [{r['lo'] * 1e3:.0f}-"
+            f"{r['hi'] * 1e3:.0f}]" for r in dw["rows"]) + protocol.warning_line(dw))
+    return lines
+
+
+def add_cost_panels(fig, data: dict) -> None:
+    """Panels 2-4 of the chapter figure: decode length, KV recompute, network TTFT."""
+    import plotly.graph_objects as go
+    dec, kv, net = data["decode"], data["kv"]["saving"], data["network"]
+    n = [r["max_tokens"] for r in dec]
+    fig.add_trace(go.Scatter(x=n, y=[r["e2e"] * 1e3 for r in dec], mode="lines+markers",
+                             name="time to the whole answer (simulated)",
+                             line_color=palette.BLUE), 1, 2)
+    fig.update_xaxes(title_text="answer tokens (max_tokens) and engine steps", type="log",
+                     tickvals=n, ticktext=[f"{r['max_tokens']}<br>{r['steps']} steps"
+                                           for r in dec], row=1, col=2)
+    fig.update_yaxes(title_text="ms", type="log", row=1, col=2)
+    fig.add_trace(go.Bar(x=["with KV cache", "without"],
+                         y=[kv["with"]["tokens"], kv["without"]["tokens"]], showlegend=False,
+                         marker_color=[palette.BLUISH_GREEN, palette.VERMILLION],
+                         text=[f"{kv['with']['tokens']:,}", f"{kv['without']['tokens']:,}"]), 2, 1)
+    fig.update_yaxes(title_text=f"tokens ({kv['answer']}-token answer)", row=2, col=1)
+    colors = {NETWORK_PROMPTS[0]: palette.SKY_BLUE, NETWORK_PROMPTS[-1]: palette.REDDISH_PURPLE}
+    for p in NETWORK_PROMPTS:
+        for new_conn in (False, True):
+            rows = [r for r in net if r["prompt"] == p and r["new_connection"] == new_conn]
+            fig.add_trace(go.Scatter(
+                x=[r["rtt"] * 1e3 for r in rows], y=[r["perceived"] * 1e3 for r in rows],
+                mode="lines+markers", line=dict(color=colors[p], dash="dot" if new_conn else None),
+                name=f"{p}-token prompt" + (", new connection" if new_conn else "")), 2, 2)
+    fig.update_xaxes(title_text="network round trip (ms)", row=2, col=2)
+    fig.update_yaxes(title_text="perceived TTFT (ms)", rangemode="tozero", row=2, col=2)

@@ -1,0 +1,184 @@
+"""What the chapters show, checked on their deterministic parts: token, step and slot counts,
+and the simulated clock (priced by the cost model, the same on every run). Smoke workloads,
+the tiny random model. No wall-clock time is asserted here (tests/test_no_timed_asserts.py)."""
+from __future__ import annotations
+
+import pytest
+
+from inferlab.lab import judges_ch06_10, palette
+from inferlab.lab.verdicts import FAILS, HOLDS, UNMEASURABLE
+
+
+# --- chapter 1: re-processing the conversation, 20 turns --------------------------------------
+@pytest.fixture(scope="module")
+def ch01():
+    from inferlab.lab.chapters import ch01_prompt_anatomy as ch
+    return ch.measure(smoke=True, deterministic=True)
+
+
+def test_ch01_twenty_turns_recompute_grows_without_a_cache(ch01):
+    off, on = ch01["runs"]["uncached · sim"], ch01["runs"]["cached · sim"]
+    assert [r["turn"] for r in off] == list(range(1, 21)) == [r["turn"] for r in on]
+    # without a cache every turn computes its whole prompt, and the prompt grows every turn
+    assert all(r["computed_tokens"] == r["prompt_tokens"] for r in off)
+    assert all(b["computed_tokens"] > a["computed_tokens"] for a, b in zip(off, off[1:]))
+    # with the cache a later turn computes only what is new: flat, not growing
+    assert on[0]["computed_tokens"] == off[0]["computed_tokens"]
+    assert all(r["computed_tokens"] < 64 for r in on[1:]), [r["computed_tokens"] for r in on]
+    assert all(a["prompt_tokens"] == b["prompt_tokens"] for a, b in zip(off, on))
+    total_off = sum(r["computed_tokens"] for r in off)
+    total_on = sum(r["computed_tokens"] for r in on)
+    assert total_off > 5 * total_on
+    assert off[-1]["computed_tokens"] > 4 * off[0]["computed_tokens"]
+
+
+# --- chapter 3: the fixed-plus-per-token fit, on made-up step times ----------------------------
+def test_ch03_fit_recovers_fixed_and_per_token_cost():
+    from inferlab.lab.chapters import ch03_prefill_decode as ch
+    rows = [{"tokens": n, "step": 0.080 + 0.002 * n} for n in (1, 2, 4, 8, 16, 32, 64)]
+    rows[3]["step"] += 0.5                        # one step slowed by a busy neighbour
+    f = ch.fit_steps(rows, weight_bytes=538e6, read_gbs=10.0, params=134_515_008)
+    assert f["intercept"] == pytest.approx(0.080, rel=0.05)
+    assert f["slope"] == pytest.approx(0.002, rel=0.05)
+    assert f["break_even"] == pytest.approx(40, rel=0.1)
+    assert f["weights_read_s"] == pytest.approx(0.0538)
+    slow = ch.fit_steps([{**r, "step": r["step"] + 0.4} for r in rows[1:]], 538e6, 10.0,
+                        134_515_008)
+    text = ch.fit_text({"fits": {1: f, 2: slow}, "threads": 2, "model": "test"})
+    assert "one thread a prefill step costs 80 ms + 2.0 ms per prompt token" in text
+    assert "538 MB" in text and "2 threads: 480 ms + 2.0 ms per prompt token, 400 ms more" in text
+
+
+# --- chapter 4: paging at a fixed KV memory ----------------------------------------------------
+@pytest.fixture(scope="module")
+def ch04():
+    from inferlab.lab.chapters import ch04_kv_cache as ch
+    return ch.measure(smoke=True)
+
+
+def test_ch04_same_memory_same_outputs_more_requests(ch04):
+    c, p = ch04["layouts"]["contiguous"], ch04["layouts"]["paged"]
+    assert c["blocks_total"] == p["blocks_total"] == ch04["sizes"]["num_blocks"]
+    # contiguous reservation fits only num_slots // max_model_len requests at once
+    assert c["max_running"] == ch04["kv_slots"] // ch04["max_model_len"] < ch04["num_requests"]
+    assert p["max_running"] > c["max_running"]
+    assert p["mean_running"] > 1.5 * c["mean_running"]
+    assert ch04["same_outputs"] == ch04["num_requests"]       # token for token
+    assert c["finished"] == p["finished"] == ch04["num_requests"]
+    assert c["output_tokens"] == p["output_tokens"]
+    assert c["queue_median"] > p["queue_median"]  # simulated clock
+    assert p["throughput"] > 1.5 * c["throughput"]  # simulated clock
+    assert c["peak_waste"] > 0.6 and p["peak_waste"] < 0.04
+
+
+# --- chapter 5: median and p90, one colour per policy -----------------------------------------
+def test_ch05_colours_agree_with_the_widget_order():
+    from inferlab.lab.chapters import ch05_batching as ch
+    assert ch.COLORS == {"static": palette.ORANGE, "continuous": palette.BLUE}
+    # the comparison widget colours its sides palette.owner(0), owner(1), ...
+    assert [palette.owner(i) for i in range(len(ch.WIDGET_ORDER))] == \
+        [ch.COLORS[s] for s in ch.WIDGET_ORDER]
+
+
+def test_ch05_reports_median_and_p90():
+    from inferlab.lab.chapters import ch05_batching as ch
+    d = ch.measure(smoke=True, deterministic=True)
+    sim = d["runs"]["sim"]
+    for s in ch.SCHEDULERS:
+        for k in ch.LATENCY_KEYS:
+            assert sim[s][k] > 0, (s, k)
+        assert sim[s]["e2e_median"] <= sim[s]["e2e_p90"]  # simulated clock
+    assert sim["continuous"]["e2e_p90"] < sim["static"]["e2e_p90"]  # simulated clock
+    html = ch.latency_table_html(d)
+    assert palette.ORANGE in html and palette.BLUE in html and "p90" in html
+
+
+# --- chapter 8: three real runs ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ch08():
+    from inferlab.lab.chapters import ch08_safety_streaming as ch
+    return ch.measure(smoke=True, deterministic=True, model="tiny")
+
+
+def test_ch08_three_runs_and_the_claims_order(ch08):
+    runs, fv = ch08["runs"], ch08["first_visible"]
+    assert set(runs) == {"streamed", "chunked", "buffered"}
+    n = ch08["sizes"]["max_tokens"]
+    for p, r in runs.items():
+        assert len(r["made"]) == len(r["visible"]) == n, p
+        assert all(v >= m for v, m in zip(r["visible"], r["made"])), p
+    assert runs["streamed"]["visible"] == runs["streamed"]["made"]
+    assert runs["streamed"]["num_checks"] == 0 and runs["buffered"]["num_checks"] == 1
+    assert runs["chunked"]["num_checks"] == -(-n // ch08["sizes"]["check_every"])
+    assert len(set(runs["buffered"]["visible"])) == 1
+    assert "H100" in ch08["clock"]
+    assert fv["streamed"] < fv["chunked"] < fv["buffered"]  # simulated clock
+    # each run is its own: the buffered run's answer is not reused as the streamed one
+    assert runs["streamed"]["made"] is not runs["buffered"]["made"]
+
+
+# --- chapter 9: arithmetic intensity and the memory-bound judge --------------------------------
+def test_ch09_intensity_and_memory_bound_judge():
+    from inferlab.lab.chapters import ch09_kernels as ch
+    assert ch.intensity() == pytest.approx(1.5) and ch.intensity(9, 9) == pytest.approx(0.5)
+    row = lambda share, mb: {"batch": 1, "context": 512, "numba_gbs": 40 * share, "kv_mb": mb,
+                             "numba_gflops": 60 * share, "share_of_bandwidth": share}
+    probe = {"context": 32768, "intensity": 0.5, "kv_mb": 144.0, "gbs": 12.0,
+             "share_of_bandwidth": 0.3}
+    d = {"rows": [row(0.9, 1.5), row(0.2, 96.0)], "intensity": 1.5, "roof_gpu": "H200",
+         "gpu_ridge": 206.0, "clock": "wall", "machine": {
+             "read_gbs": 40.0, "matmul_gflops": 50.0, "ridge": 1.25, "warning": None,
+             "probes": [probe]}}
+    # the cache-resident row (1.5 MB) at 90% says nothing about memory
+    v = judges_ch06_10.ch09_memory_bound(d)
+    assert v.verdict == FAILS and "a ridge of 1.25 FLOPs per byte: 1.5 is above it" in v.reason
+    probe.update(gbs=30.0, share_of_bandwidth=0.75)
+    assert judges_ch06_10.ch09_memory_bound(d).verdict == HOLDS
+    d["rows"], probe["kv_mb"] = d["rows"][:1], 18.0       # nothing read from memory
+    assert judges_ch06_10.ch09_memory_bound(d).verdict == UNMEASURABLE
+
+
+# --- chapter 13: sampling, answer length, the KV cache, the network ---------------------------
+@pytest.fixture(scope="module")
+def ch13():
+    from inferlab.lab.chapters import ch13_sampling_decode as ch
+    return ch.measure(smoke=True, deterministic=True, model="tiny")
+
+
+def test_ch13_sampling_counts(ch13):
+    a, dist, dr = ch13["answers"], ch13["distribution"], ch13["draws"]
+    assert a["distinct"] >= 2 and a["repeatable"] and a["greedy_same"]
+    nuc = dist["nucleus"]
+    assert nuc[0.5] <= nuc[1.0] <= nuc[1.5] <= dist["vocab"]
+    assert dist["entropy"][0.5] < dist["entropy"][1.5]
+    top = dist["top"]
+    assert all(top[i]["p"][1.0] >= top[i + 1]["p"][1.0] for i in range(len(top) - 1))
+    assert dr["n"] == ch13["sizes"]["draws"] and 1 <= dr["distinct"] <= dr["n"]
+
+
+def test_ch13_one_step_per_token_and_what_the_cache_saves(ch13):
+    dec = ch13["decode"]
+    assert [r["steps"] for r in dec] == [r["max_tokens"] for r in dec]
+    assert [r["output_tokens"] for r in dec] == [r["max_tokens"] for r in dec]
+    assert all(b["e2e"] > a["e2e"] for a, b in zip(dec, dec[1:]))  # simulated clock
+    kv = ch13["kv"]["saving"]
+    assert kv["with"]["tokens"] == kv["formula_with"] == kv["prompt"] + kv["answer"] - 1
+    assert kv["without"]["tokens"] == kv["formula_without"]
+    assert kv["with"]["steps"] == kv["without"]["steps"] == kv["answer"]
+    assert kv["same_tokens"] == kv["answer"]
+    assert kv["without"]["time"] > kv["with"]["time"]  # simulated clock
+    mem = {r["model"]: r for r in ch13["kv"]["memory"]}
+    assert mem["llama-3-8b"]["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2    # 128 KiB
+    assert mem["smollm2-135m"]["kv_bytes_per_token"] == 2 * 30 * 3 * 64 * 2
+    assert mem["llama-3-70b"]["tokens_on_80gb"] == 0          # 140 GB of weights
+
+
+def test_ch13_network_adds_round_trips(ch13):
+    from inferlab.lab.chapters._ch13_costs import HANDSHAKE_RTTS
+    rows = ch13["network"]
+    assert {r["rtt"] for r in rows} == {0.0, 0.05, 0.15}
+    for r in rows:
+        trips = 1 + (HANDSHAKE_RTTS if r["new_connection"] else 0)
+        assert r["perceived"] == pytest.approx(r["server"] + trips * r["rtt"])  # simulated clock
+    short = [r for r in rows if r["prompt"] == min(x["prompt"] for x in rows)]
+    assert len({round(r["server"], 9) for r in short}) == 1   # an idle engine: same TTFT
