@@ -55,7 +55,7 @@ lab: setup
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --no-browser \
 	  --LabApp.news_url=None $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(NOTEBOOK)
 
-test: setup chromium
+test: setup chromium vllm
 	$(PY) -m pytest -q
 
 test-fast: setup

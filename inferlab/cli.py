@@ -1,5 +1,6 @@
 """Command line: `inferlab generate "prompt"`, `inferlab bench ...`, `inferlab figures`,
-`inferlab claims` (the report card: every claim's computed verdict)."""
+`inferlab claims` (the report card: every claim's computed verdict), `inferlab vllm serve`
+(vLLM's server set up for the lab's views)."""
 from __future__ import annotations
 
 import argparse
@@ -48,6 +49,10 @@ def _bench(args) -> int:
         from inferlab.bench.vllm import bench_vllm
         bench_vllm(num_requests=args.requests or 32, repeats=args.repeats)
         return 0
+    if args.what == "clock":
+        from inferlab.bench.clock_validation import main as bench_clock
+        return bench_clock(repeats=args.repeats, model=args.model, out=args.out,
+                           threads=args.threads)
     if args.what == "widgets":
         from inferlab.bench.widgets import main as bench_widgets
         return bench_widgets(["--requests", str(args.requests or 200)])
@@ -60,6 +65,13 @@ def _bench(args) -> int:
 def _export_hf(args) -> int:
     from inferlab.bench.weights import export_hf
     return export_hf(args.dir, args.model, args.dtype)
+
+
+def _export_html(args) -> int:
+    from inferlab.lab.static_export import export_html
+    for nb in args.notebooks:
+        print(f"wrote {export_html(nb, args.output if len(args.notebooks) == 1 else None)}")
+    return 0
 
 
 def _cache(args) -> int:
@@ -83,6 +95,32 @@ def _claims(args) -> int:
     return 0
 
 
+def _vllm(args) -> int:
+    import signal
+    import time
+
+    from inferlab.connect.server import VllmServer, default_model_dir
+    signal.signal(signal.SIGTERM, signal.default_int_handler)    # stop the server on TERM too
+    srv = VllmServer(args.model_dir or default_model_dir(), port=args.port,
+                     block_size=args.block_size, max_model_len=args.max_model_len,
+                     model_name=None if args.model_dir else "SmolLM2-135M-Instruct")
+    print(f"starting vLLM (its own venv, {srv.venv}) on {srv.url} ...", flush=True)
+    try:
+        srv.start(timeout=args.timeout)
+        print(f"vLLM serves {srv.model_name!r} at {srv.url} (OpenAI API)\n"
+              f"  KV events  {srv.kv_endpoint}  (replay {srv.replay_endpoint})\n"
+              f"  steps      {srv.steps_endpoint}  (inferlab's stat-logger plugin)\n"
+              f"  log        {srv.log_path}\nwatch it from a notebook:\n\n{srv.snippet()}\n\n"
+              "Ctrl-C stops it.", flush=True)
+        while srv.alive:
+            time.sleep(1.0)
+        print(f"inferlab: vLLM exited (code {srv.returncode}); its log ends:\n{srv.log_tail()}",
+              file=sys.stderr)
+        return 1
+    finally:
+        srv.stop()
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="inferlab", description="A lab over a real LLM inference "
                                 "engine: paged KV cache, continuous batching, live widgets.")
@@ -102,12 +140,16 @@ def main(argv=None) -> int:
     g.set_defaults(fn=_generate)
     b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
-                                    "trace", "widgets", "prefix-reuse", "vllm"])
+                                    "trace", "widgets", "prefix-reuse", "vllm", "clock"])
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000)")
     b.add_argument("--model", default=None)
     b.add_argument("--device", default=None)
+    b.add_argument("--out", default="build/bench/clock",
+                   help="clock: where the table (JSON) and the figure (SVG, PNG) go")
+    b.add_argument("--threads", type=int, default=None,
+                   help="clock: torch/numba threads (default: all CPUs)")
     b.set_defaults(fn=_bench)
     x = sub.add_parser("export-hf", help="write a model as a transformers directory with "
                        "safetensors (what vLLM loads)")
@@ -115,9 +157,25 @@ def main(argv=None) -> int:
     x.add_argument("--model", default=None, help="None = SmolLM2-135M-Instruct; 'tiny'; a path")
     x.add_argument("--dtype", default="float32")
     x.set_defaults(fn=_export_hf)
+    e = sub.add_parser("export-html", help="a notebook as one offline HTML page: every view "
+                       "as its picture (no widget JavaScript, nothing from the network)")
+    e.add_argument("notebooks", nargs="+", help=".ipynb files (NB.ipynb -> NB.html)")
+    e.add_argument("-o", "--output", default=None, help="the page's path (one notebook)")
+    e.set_defaults(fn=_export_html)
     c = sub.add_parser("cache", help="the cache of converted weights: info | clear")
     c.add_argument("action", choices=["info", "clear"])
     c.set_defaults(fn=_cache)
+    v = sub.add_parser("vllm", help="vLLM beside the lab: `inferlab vllm serve`")
+    vs = v.add_subparsers(dest="vllm_cmd", required=True)
+    vv = vs.add_parser("serve", help="start vLLM's OpenAI server from .venv-vllm, its KV events "
+                       "and per-step reports on for the lab's views (foreground; Ctrl-C stops)")
+    vv.add_argument("--model-dir", default=None, help="a transformers directory (default: "
+                    "SmolLM2-135M-Instruct, exported once with `inferlab export-hf`)")
+    vv.add_argument("--port", type=int, default=8000)
+    vv.add_argument("--block-size", type=int, default=32)
+    vv.add_argument("--max-model-len", type=int, default=2048)
+    vv.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for ready")
+    vv.set_defaults(fn=_vllm)
     f = sub.add_parser("figures", help="regenerate every chapter's figure (SVG, PNG, PDF)")
     f.add_argument("--out", default="figures")
     f.add_argument("--smoke", action="store_true", help="small workloads (fast)")

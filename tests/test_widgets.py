@@ -106,7 +106,7 @@ def test_contiguous_waste_marked():
     kv.detach()
     kv.cursor = 0
     flags = np.frombuffer(kv.cell_flags, "u1")
-    assert kv.layout == "contiguous" and (flags & 4).sum() > 0
+    assert kv.kv_layout == "contiguous" and (flags & 4).sum() > 0
 
 
 def test_figures_and_static_image(trace, tmp_path):

@@ -50,7 +50,7 @@ function render({ model, el }) {
     ctx.lineWidth = 1;
     const sm = model.get("summary");
     const waste = sm.slots_allocated ? 1 - sm.tokens_used / sm.slots_allocated : 0;
-    head.stats.textContent = `${model.get("layout")} · ${sm.blocks_used ?? 0}/${sm.blocks_total ?? n} blocks used · ` +
+    head.stats.textContent = `${model.get("kv_layout")} · ${sm.blocks_used ?? 0}/${sm.blocks_total ?? n} blocks used · ` +
       `${sm.tokens_used ?? 0} tokens in ${sm.slots_allocated ?? 0} slots (waste ${(waste * 100).toFixed(1)}%) · ` +
       `${sm.shared ?? 0} shared · ${sm.cached ?? 0} cached · block = ${bs} tokens`;
     geo = { cell, cols, n, owner, fill, ref, flags };

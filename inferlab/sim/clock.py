@@ -12,6 +12,7 @@ from ..core.shapes import ModelShape, model_shape
 from ..errors import InvalidInputError, check_type
 from .costmodel import step_time
 from .gpus import GPUProfile, get_gpu
+from .this_cpu import is_this_cpu
 
 
 class Clock(Protocol):
@@ -68,11 +69,12 @@ class SimulatedClock:
 
 
 def make_clock(clock: str = "wall", *, hf_config=None, sim_model: str | None = None,
-               model_name: str | None = None, dtype_bytes: int = 2, tp: int = 1):
+               model_name: str | None = None, dtype_bytes: int | None = None, tp: int = 1):
     """The clock an engine config asks for: "wall", or a GPU pricing ``sim_model`` (a shape
-    name) or else the real model's ``hf_config``. Simulated steps are priced in bf16 (how the
-    GPU would serve it), whatever dtype the CPU run uses."""
-    check_type("clock", clock, str, "'wall' or a GPU name such as 'H100'")
+    name) or else the real model's ``hf_config``. Simulated GPU steps are priced in bf16 (how
+    the GPU would serve it), whatever dtype the CPU run uses; "this-cpu" (this machine,
+    measured) prices the dtype the run really uses (the config's, float32 by default)."""
+    check_type("clock", clock, str, "'wall', 'this-cpu' or a GPU name such as 'H100'")
     if clock == "wall":
         return WallClock()
     gpu = get_gpu(clock)
@@ -82,11 +84,25 @@ def make_clock(clock: str = "wall", *, hf_config=None, sim_model: str | None = N
         shape = ModelShape.from_hf_config(hf_config, model_name)
     else:
         raise InvalidInputError("a simulated clock needs sim_model (a shape name) or hf_config")
+    if dtype_bytes is None:
+        dtype_bytes = _run_dtype_bytes(hf_config) if is_this_cpu(clock) else 2
     return SimulatedClock(gpu, shape, dtype_bytes, tp)
 
 
+def _run_dtype_bytes(hf_config) -> int:
+    """Bytes per element of the weights the run loaded (transformers records it in the
+    config as ``dtype``/``torch_dtype``); 4 (float32, the engine's default) when unknown."""
+    for attr in ("dtype", "torch_dtype"):
+        d = str(getattr(hf_config, attr, None) or "")
+        if d:
+            d = d.removeprefix("torch.")
+            return {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}.get(d, 4)
+    return 4
+
+
 def check_clock(clock: str) -> None:
-    """Raise a clear error now for a clock name no profile knows (before any model loads)."""
-    check_type("clock", clock, str, "'wall' or a GPU name such as 'H100'")
-    if clock != "wall":
+    """Raise a clear error now for a clock name no profile knows (before any model loads).
+    "this-cpu" is accepted without measuring (that happens when the clock is made)."""
+    check_type("clock", clock, str, "'wall', 'this-cpu' or a GPU name such as 'H100'")
+    if clock != "wall" and not is_this_cpu(clock):
         get_gpu(clock)

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from ..core.shapes import ModelShape, kv_bytes_per_token, weight_bytes
 from ..errors import InvalidInputError, check_type
-from .gpus import (ALLREDUCE_LATENCY_S, BANDWIDTH_EFFICIENCY, FLOPS_EFFICIENCY, LAYER_OVERHEAD_S,
-                   STEP_OVERHEAD_S, GPUProfile)
+from .gpus import ALLREDUCE_LATENCY_S, GPUProfile
 
 
 def _check_chunks(chunks) -> list[tuple[int, int]]:
@@ -79,13 +78,32 @@ def step_time(gpu: GPUProfile, shape: ModelShape, chunks, dtype_bytes: int = 2,
     tokens = sum(n for n, _ in chunks)
     if tokens == 0:
         return 0.0
-    compute = step_flops(shape, chunks) / tp / (gpu.peak_flops(dtype_bytes) * FLOPS_EFFICIENCY)
+    t = step_terms(gpu, shape, chunks, dtype_bytes, tp)
+    # the same sum, in the same order, as before the terms were split out
+    return ((t["compute"] + t["memory"]) + t["comm"] + gpu.step_overhead_s
+            + gpu.layer_overhead_s * shape.num_layers)
+
+
+def step_terms(gpu: GPUProfile, shape: ModelShape, chunks, dtype_bytes: int = 2,
+               tp: int = 1) -> dict[str, float]:
+    """``step_time`` split into its terms (seconds): the roofline ("compute" or "memory",
+    whichever is larger, the other 0), "comm" and "overhead". The bench that validates the
+    clock reads them to say which term misses."""
+    chunks = _check_chunks(chunks)
+    if not sum(n for n, _ in chunks):
+        return {"compute": 0.0, "memory": 0.0, "comm": 0.0, "overhead": 0.0}
+    tokens = sum(n for n, _ in chunks)
+    compute = step_flops(shape, chunks) / tp / (gpu.peak_flops(dtype_bytes)
+                                                 * gpu.flops_efficiency)
     memory = (step_bytes(shape, chunks, dtype_bytes) / tp
-              / (gpu.hbm_bandwidth * BANDWIDTH_EFFICIENCY))
+              / (gpu.hbm_bandwidth * gpu.bandwidth_efficiency))
     # Megatron-style TP: two all-reduces of the activations per layer (after attention and
     # after the MLP); they sit on the critical path, so they add rather than overlap.
     comm = 2 * shape.num_layers * allreduce_time(gpu, tokens * shape.hidden_size * dtype_bytes, tp)
-    return max(compute, memory) + comm + STEP_OVERHEAD_S + LAYER_OVERHEAD_S * shape.num_layers
+    overhead = gpu.step_overhead_s + gpu.layer_overhead_s * shape.num_layers
+    bound = "compute" if compute >= memory else "memory"
+    return {"compute": compute if bound == "compute" else 0.0,
+            "memory": memory if bound == "memory" else 0.0, "comm": comm, "overhead": overhead}
 
 
 @dataclass(slots=True, frozen=True)

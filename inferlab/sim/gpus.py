@@ -37,6 +37,13 @@ class GPUProfile:
     memory_bytes: int
     interconnect_bandwidth: float   # bytes/s per direction between GPUs (NVLink, else PCIe)
     interconnect: str
+    # How much of the peak a serving engine reaches, and its fixed costs. Datasheet GPUs take
+    # the module's estimates; a measured profile (``this_cpu.py``) brings its own.
+    flops_efficiency: float = FLOPS_EFFICIENCY
+    bandwidth_efficiency: float = BANDWIDTH_EFFICIENCY
+    step_overhead_s: float = STEP_OVERHEAD_S
+    layer_overhead_s: float = LAYER_OVERHEAD_S
+    note: str = "datasheet"
 
     def peak_flops(self, dtype_bytes: int) -> float:
         # fp32 weights run their matmuls as tf32 on tensor cores (torch's allow_tf32 path).
@@ -58,12 +65,17 @@ _ALIASES = {"h100sxm": "H100", "h100sxm5": "H100", "h200sxm": "H200", "a10080gb"
 
 
 def get_gpu(name: str) -> GPUProfile:
-    """The profile called ``name`` (case-insensitive; "H100", "h100-sxm", "A100 80GB" ...)."""
+    """The profile called ``name`` (case-insensitive; "H100", "h100-sxm", "A100 80GB" ...),
+    or "this-cpu": this machine, measured on first use (``this_cpu.py``)."""
     check_type("gpu", name, str, f"a GPU name, one of {sorted(GPUS)}")
     key = norm_name(name)
+    from .this_cpu import is_this_cpu, this_cpu_profile
+    if is_this_cpu(name):
+        return this_cpu_profile()
     for canon in GPUS:
         if norm_name(canon) == key:
             return GPUS[canon]
     if key in _ALIASES:
         return GPUS[_ALIASES[key]]
-    raise InvalidInputError(f"unknown GPU {name!r}; known: {sorted(GPUS)} (or clock='wall')")
+    raise InvalidInputError(f"unknown GPU {name!r}; known: {sorted(GPUS)}, 'this-cpu' "
+                            "(this machine, measured) or clock='wall'")

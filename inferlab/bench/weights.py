@@ -1,0 +1,27 @@
+"""``inferlab export-hf`` and ``inferlab cache ...``: the command-line face of the weights
+cache (inferlab/model/weights_cache.py), here because the CLI does not import model/ itself."""
+from __future__ import annotations
+
+
+def export_hf(out_dir: str, model: str | None = None, dtype: str = "float32", out=print) -> int:
+    from inferlab.model.loader import export_hf as export
+    path = export(model, out_dir, dtype)
+    out(f"wrote {path} (a transformers directory with safetensors; load it with "
+        f"vllm.LLM(model={path!r}) or transformers' from_pretrained)")
+    return 0
+
+
+def cache(action: str, out=print) -> int:
+    from inferlab.model import weights_cache
+    if action == "clear":
+        freed = weights_cache.clear()
+        out(f"removed {freed / 2**20:.1f} MiB from {weights_cache.cache_root()}")
+        return 0
+    st = weights_cache.info()
+    state = "on" if st["enabled"] else "off: INFERLAB_WEIGHTS_CACHE=0"
+    out(f"weights cache: {st['root']} ({state}), {len(st['entries'])} entries, "
+        f"{st['bytes'] / 2**20:.1f} MiB")
+    for e in st["entries"]:
+        out(f"  {e['name']}  {e['bytes'] / 2**20:.1f} MiB  from {e['source']}  "
+            f"(transformers {e['transformers']}, {e['created']})")
+    return 0
