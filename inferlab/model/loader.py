@@ -13,6 +13,7 @@ import os
 import warnings
 from dataclasses import dataclass
 
+from ..core.shapes import cdiv
 from ..errors import ModelLoadError
 from . import hf_dir, weights_cache
 
@@ -157,8 +158,35 @@ def _load_model(spec: str | None, dtype: str = "float32", device: str = "cpu",
     model, tok, entry = weights_cache.load_cached(
         os.path.join(directory, gguf), dtype,
         build=lambda: _from_pretrained(directory, gguf, name, torch_dtype),
-        read=lambda entry_dir: _from_pretrained(entry_dir, None, name, torch_dtype))
+        read=lambda entry_dir: _in_memory(*_from_pretrained(entry_dir, None, name, torch_dtype)))
     return _move(LoadedModel(model, tok, name, "gguf", entry), device)
+
+
+def _in_memory(model, tok):
+    """Copy weights read from the cache out of their memory map, one tensor at a time, and
+    tell the kernel at once that the mapped pages are no longer needed (madvise). Left mapped,
+    every page the engine touches (all of them, when it fuses q/k/v and gate/up) counts in
+    the process's RSS on top of the fused copies, and copying all before letting go would
+    hold both; this way the process is never much bigger than the weights (what keeps a
+    2 GB Binder pod under its limit, tests/test_binder.py)."""
+    import ctypes
+
+    import torch
+    try:
+        madvise = ctypes.CDLL("libc.so.6").madvise
+    except (OSError, AttributeError):     # not glibc: the pages go when the map is closed
+        madvise = None
+    page, dontneed = os.sysconf("SC_PAGE_SIZE"), 4                 # MADV_DONTNEED
+    with torch.no_grad():
+        for t in list(model.parameters()) + list(model.buffers()):
+            mapped = t.data
+            t.data = mapped.clone()
+            start = mapped.data_ptr()
+            lo = cdiv(start, page) * page
+            hi = (start + mapped.numel() * mapped.element_size()) // page * page
+            if madvise is not None and hi > lo:
+                madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), dontneed)
+    return model, tok
 
 
 def _from_pretrained(directory: str, gguf: str | None, name: str, torch_dtype):
