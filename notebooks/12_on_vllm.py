@@ -32,6 +32,7 @@
 # the token stream and a trace work unchanged.
 
 # %%
+import os
 import tempfile
 
 import inferlab as il
@@ -44,7 +45,7 @@ from inferlab.widgets.vllm_kv import VllmPrefixCache
 SMOKE = smoke()   # INFERLAB_SMOKE=1 shrinks the workload (CI, quick look)
 NEW_TOKENS = 12 if SMOKE else 32
 try:
-    print("vLLM's venv:", vllm_python())
+    print("vLLM's venv:", os.path.relpath(vllm_python()))
     HAVE_VLLM = True
 except VllmServerError as e:
     print(e)       # the chapter needs `make vllm`; without it, only our engine runs below
