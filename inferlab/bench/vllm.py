@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from inferlab.errors import InferlabError
+from ..connect.server import cpu_list   # one way to name our CPUs for vLLM
 
 REPO = Path(__file__).resolve().parents[2]
 BUSY_SHARE = 0.5       # other processes' load above this share of the CPUs: warn
@@ -46,17 +47,6 @@ def vllm_python() -> str:
                               "2 minutes: vLLM's CPU build in .venv-vllm, apart from the lab's "
                               "venv, which never imports vLLM)")
     return py
-
-
-def cpu_list() -> str:
-    """This process's CPUs in VLLM_CPU_OMP_THREADS_BIND form, e.g. '0-1' or '0,2-3'."""
-    ids = sorted(os.sched_getaffinity(0))
-    runs, start = [], ids[0]
-    for a, b in zip(ids, ids[1:] + [None]):
-        if b != a + 1:
-            runs.append(f"{start}-{a}" if a > start else f"{a}")
-            start = b
-    return ",".join(runs)
 
 
 def vllm_env() -> dict:
