@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from inferlab.bench.jupyter import CHROMIUM, browser_page, write_notebook
+from inferlab.bench.jupyter import CHROMIUM, browser_page, run_all, write_notebook
 
 pytestmark = pytest.mark.browser
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -104,17 +104,7 @@ def test_views_in_jupyterlab(lab_server, tmp_path):
 
 def _drive(page, url, token, tmp_path):
         _put_setting(url, token, "notification", {"fetchNews": "false"})
-        page.goto(f"{url}/lab/tree/views.ipynb?token={token}")
-        page.wait_for_selector(".jp-Notebook", timeout=60_000)
-        try:                                   # "Select Kernel" on first open
-            page.wait_for_selector(".jp-Dialog .jp-mod-accept", timeout=15_000)
-            page.click(".jp-Dialog .jp-mod-accept")
-        except Exception:  # noqa: BLE001 - no dialog this time
-            pass
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
-                               timeout=60_000)
-        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+        run_all(page, url, token, "views.ipynb")
         # live: each view shows real content while the workload runs
         page.wait_for_selector(".il-token-stream .il-chip", timeout=90_000)
         page.wait_for_selector(".il-timeline canvas", timeout=30_000)

@@ -53,7 +53,7 @@ def test_views_come_back_after_a_reload_and_keep_updating(tmp_path):
         pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
     from playwright.sync_api import sync_playwright
 
-    from inferlab.bench.jupyter import jupyterlab
+    from inferlab.bench.jupyter import jupyterlab, run_all
     root = tmp_path / "labroot"
     root.mkdir()
     write_notebook(root / "reload.ipynb", CELLS)
@@ -62,17 +62,7 @@ def test_views_come_back_after_a_reload_and_keep_updating(tmp_path):
         browser, page = browser_page(p, errors)
         page.on("dialog", lambda d: d.accept())          # "leave the page?" on reload
         try:
-            page.goto(f"{url}/lab/tree/reload.ipynb?token={token}")
-            page.wait_for_selector(".jp-Notebook", timeout=60_000)
-            try:                                         # "Select Kernel" on first open
-                page.wait_for_selector(".jp-Dialog .jp-mod-accept", timeout=15_000)
-                page.click(".jp-Dialog .jp-mod-accept")
-            except Exception:  # noqa: BLE001 - no dialog this time
-                pass
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
-                                   timeout=60_000)
-            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-            page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+            run_all(page, url, token, "reload.ipynb")
             wait_steps_above(page, 5, timeout=180_000)
             # the run goes on in its thread; the notebook (with the view's output) is saved
             page.keyboard.press("Control+s")

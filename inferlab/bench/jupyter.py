@@ -33,6 +33,22 @@ def write_notebook(path, cells: list[str]) -> None:
     pathlib.Path(path).write_text(nbformat.writes(nb), encoding="utf-8")
 
 
+def run_all(page, url: str, token: str, notebook: str, dialog_timeout_ms: int = 15_000) -> None:
+    """Open ``notebook`` (a path under the lab's root) in JupyterLab and Run All Cells: accepts
+    the "Select Kernel" dialog of a first open and waits for the kernel to be idle first."""
+    page.goto(f"{url}/lab/tree/{notebook}?token={token}")
+    page.wait_for_selector(".jp-Notebook", timeout=60_000)
+    try:
+        page.wait_for_selector(".jp-Dialog .jp-mod-accept", timeout=dialog_timeout_ms)
+        page.click(".jp-Dialog .jp-mod-accept")
+    except Exception:  # noqa: BLE001 - no dialog this time
+        pass
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
+                           timeout=60_000)
+    page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+
+
 def browser_page(playwright, errors: list, width: int = 1280, height: int = 900):
     """(browser, page) in headless chromium; console errors and page errors go to ``errors``."""
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

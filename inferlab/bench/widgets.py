@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from ..core.shapes import cdiv
-from .jupyter import CHROMIUM, browser_page, jupyterlab, write_notebook
+from .jupyter import CHROMIUM, browser_page, jupyterlab, run_all, write_notebook
 
 BUDGET_MS = 50.0
 
@@ -116,15 +116,7 @@ def measure(url, token, nb_name, num_positions, shots=None):
     with sync_playwright() as p:
         browser, page = browser_page(p, errors)
         try:
-            page.goto(f"{url}/lab/tree/{nb_name}?token={token}")
-            page.wait_for_selector(".jp-Notebook", timeout=60_000)
-            with contextlib.suppress(Exception):      # "Select Kernel" on first open
-                page.wait_for_selector(".jp-Dialog .jp-mod-accept", timeout=15_000)
-                page.click(".jp-Dialog .jp-mod-accept")
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
-                                   timeout=60_000)
-            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-            page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+            run_all(page, url, token, nb_name)
             page.wait_for_selector(".il-kv-map canvas", timeout=120_000)
             page.wait_for_selector(".il-timeline canvas", timeout=120_000)
             n = int(page.wait_for_function(
