@@ -10,6 +10,8 @@ INFERLAB_BINDER_FRESH=1 for a fully fresh install (torch 2.13.0 from this machin
 everything else from PyPI). The torch CPU index is not reachable here, so the test runs
 postBuild with TORCH_INDEX_URL="" and without the Chrome download. Binder's 2 GB memory limit
 is passed as INFERLAB_MEMORY_LIMIT, so the default KV budget is what a Binder pod would get.
+The weights cache starts empty (INFERLAB_CACHE_DIR in tmp_path): postBuild converts the GGUF
+into it, as it does when Binder builds the image, and the kernel reads the converted weights.
 """
 from __future__ import annotations
 
@@ -64,10 +66,13 @@ def test_binder_env_runs_tour_under_memory_limit(tmp_path):
             f.write("\n".join(site.getsitepackages()) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
     env.update(PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", VIRTUAL_ENV=str(venv),
-               TORCH_INDEX_URL="", INFERLAB_GET_CHROME="0")
+               TORCH_INDEX_URL="", INFERLAB_GET_CHROME="0",
+               # an empty weights cache, as in a new Binder image: postBuild fills it
+               INFERLAB_CACHE_DIR=str(tmp_path / "cache"))
     t = time.perf_counter()
     _run(["bash", "binder/postBuild"], env, timeout=1800)
     install_s = time.perf_counter() - t
+    assert os.listdir(tmp_path / "cache" / "weights"), "postBuild left no converted weights"
     if fresh:   # Binder's base image has Jupyter; a bare venv does not
         _run([py, "-m", "pip", "install", "-q", "nbclient", "ipykernel"], env, timeout=600)
     # the project must come from the new venv, the way Binder installed it

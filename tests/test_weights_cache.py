@@ -177,6 +177,17 @@ def test_corrupt_entry_is_never_used_but_removed_and_rebuilt(cache, source, dama
     assert_same_weights(again, original)
 
 
+def test_tokenizer_entry_checks_the_small_files_and_any_dtype(cache, source):
+    assert wc.tokenizer_entry(source) is None                 # nothing converted yet
+    wc.load_cached(source, "bfloat16", *(lambda l: (l.build, l.read))(Loads()))
+    entry = entry_of(cache)
+    assert wc.tokenizer_entry(source) == str(entry)           # a bfloat16 entry serves too
+    _flip_a_byte(entry / "model.safetensors")                 # weights are not re-hashed
+    assert wc.tokenizer_entry(source) == str(entry)
+    (entry / "config.json").write_text("{")                   # the small files are
+    assert wc.tokenizer_entry(source) is None
+
+
 def test_rename_wins_the_loser_discards_its_copy(cache, tmp_path):
     final = str(tmp_path / "out" / "entry")
     assert hf_dir.write_dir_atomically(tiny_model(0), None, final) is True
@@ -281,7 +292,7 @@ def test_smollm2_from_the_cache_equals_the_gguf(cache):
     """Engine(model=None) twice in one process: the first converts the GGUF (and fills the
     cache), the second reads the cache. Same tensors bit for bit, same greedy tokens."""
     import inferlab as il
-    from inferlab.model.loader import export_hf, load_model
+    from inferlab.model.loader import export_hf, load_model, smollm2_dir
     prompts = ["The capital of France is", [{"role": "user", "content": "Name three colours."}],
                "def fibonacci(n):"]
     sp = il.SamplingParams(max_tokens=24, ignore_eos=True)
@@ -301,6 +312,12 @@ def test_smollm2_from_the_cache_equals_the_gguf(cache):
             assert a.token_ids == b.token_ids and a.text == b.text
         manifest = json.loads((entry_of(cache) / hf_dir.MANIFEST).read_text())
         assert manifest["dtype"] == "float32" and len(manifest["source_sha256"]) == 64
+        # a random-weight model borrows the tokenizer from the entry, not the GGUF's vocabulary
+        from inferlab.model.loader import DEFAULT_GGUF, default_tokenizer, load_tokenizer
+        tok, from_gguf = default_tokenizer(), load_tokenizer(smollm2_dir(), DEFAULT_GGUF)
+        assert tok.name_or_path == str(entry_of(cache)) and tok is not from_gguf
+        text = from_gguf.apply_chat_template(prompts[1], tokenize=False, add_generation_prompt=True)
+        assert tok.encode(text) == from_gguf.encode(text) and len(tok) == len(from_gguf)
         # `inferlab export-hf` shares the writer: byte-identical files (bar the manifest)
         out = export_hf(None, str(cache.parent / "export"))
         exported = json.loads(open(os.path.join(out, hf_dir.MANIFEST)).read())

@@ -13,6 +13,16 @@ def export_hf(out_dir: str, model: str | None = None, dtype: str = "float32", ou
 
 def cache(action: str, out=print) -> int:
     from inferlab.model import weights_cache
+    if action == "warm":     # convert the default GGUF now (binder/postBuild), not at first use
+        import time
+
+        from inferlab.model.loader import _load_model
+        t = time.perf_counter()
+        loaded = _load_model(None)
+        how = "already cached" if loaded.cache_path else "converted and saved"
+        out(f"{loaded.name}: {how} in {time.perf_counter() - t:.1f} s "
+            f"({weights_cache.cache_root()})")
+        return 0
     if action == "clear":
         freed = weights_cache.clear()
         out(f"removed {freed / 2**20:.1f} MiB from {weights_cache.cache_root()}")

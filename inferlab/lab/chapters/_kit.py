@@ -27,9 +27,9 @@ def seed_everything(seed: int = 0) -> None:
 
 
 def tokenizer():
-    """SmolLM2's real tokenizer and chat template (read from the GGUF file, no weights)."""
-    from inferlab.model.loader import DEFAULT_GGUF, load_tokenizer, smollm2_dir
-    return load_tokenizer(smollm2_dir(), DEFAULT_GGUF)
+    """SmolLM2's real tokenizer and chat template (no weights loaded)."""
+    from inferlab.model.loader import default_tokenizer
+    return default_tokenizer()
 
 
 def engine(model: str | None = "tiny", **kw):
