@@ -45,7 +45,7 @@ class Engine:
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise InvalidInputError(f"device={device!r} but this torch sees no CUDA GPU "
                                     f"(torch {torch.__version__}); use device='cpu' or None")
-        check_backend(cfg.attention_backend, device)    # a clear error before the model loads
+        check_backend(cfg.attention_backend, device, cfg.linear_backend)   # before the model loads
         self.loaded = load_model(cfg.model, cfg.dtype, device, cfg.seed)
         self.tokenizer = self.loaded.tokenizer
         hf_cfg = self.loaded.hf_model.config
@@ -64,7 +64,7 @@ class Engine:
             cfg.kv_cache_memory or default_kv_cache_memory(), bytes_per_token, cfg.block_size,
             cfg.max_num_seqs * cdiv(self.max_model_len, cfg.block_size))
         self.runner = ModelRunner(self.loaded.hf_model, self.num_blocks, cfg.block_size,
-                                  cfg.attention_backend, cfg.seed)
+                                  cfg.attention_backend, cfg.seed, cfg.linear_backend)
         if self.runner.backend == "numba-cpu":
             import numba
             numba.set_num_threads(min(cpu_count(), numba.config.NUMBA_NUM_THREADS))

@@ -34,9 +34,11 @@ def check_parity(engine, hf, n=32):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("block_size, backend", [(16, "auto"), (7, "reference")])
-def test_smollm2_greedy_matches_transformers(smollm2, block_size, backend):
-    eng = il.Engine(block_size=block_size, attention_backend=backend)
+@pytest.mark.parametrize("block_size, backend, linear", [
+    (16, "auto", "onednn-packed"), (16, "auto", "onednn"), (7, "reference", "torch")])
+def test_smollm2_greedy_matches_transformers(smollm2, block_size, backend, linear):
+    eng = il.Engine(block_size=block_size, attention_backend=backend, linear_backend=linear)
+    assert eng.runner.linear_backend == linear
     outs = check_parity(eng, smollm2.hf_model)
     # a raw prompt (no chat template): the model answers, then runs on (ignore_eos)
     assert outs[0].text == ("\nassistant\nThe capital of France is Paris.\nsystem\n\nuser\n"
@@ -44,8 +46,9 @@ def test_smollm2_greedy_matches_transformers(smollm2, block_size, backend):
 
 
 @pytest.mark.slow
-def test_smollm2_prefill_logits_match(smollm2):
-    eng = il.Engine(block_size=16)
+@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed"])
+def test_smollm2_prefill_logits_match(smollm2, linear):
+    eng = il.Engine(block_size=16, linear_backend=linear)
     ids = eng.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 6)
     with torch.no_grad():
         ref = smollm2.hf_model(torch.tensor([ids])).logits[0]
@@ -64,13 +67,16 @@ def test_chat_answer_is_paris():
 
 @pytest.mark.parametrize("backend", ["reference", "numba-cpu"])
 @pytest.mark.parametrize("block_size", [16, 3])
-def test_tiny_greedy_matches_transformers(block_size, backend):
-    eng = il.Engine("tiny", block_size=block_size, num_blocks=256, attention_backend=backend)
+@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed"])
+def test_tiny_greedy_matches_transformers(block_size, backend, linear):
+    eng = il.Engine("tiny", block_size=block_size, num_blocks=256, attention_backend=backend,
+                    linear_backend=linear)
     check_parity(eng, eng.loaded.hf_model, n=16)
 
 
-def test_tiny_prefill_logits_match():
-    eng = il.Engine("tiny", num_blocks=64)
+@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed"])
+def test_tiny_prefill_logits_match(linear):
+    eng = il.Engine("tiny", num_blocks=64, linear_backend=linear)
     ids = list(range(100, 160))
     with torch.no_grad():
         ref = eng.loaded.hf_model(torch.tensor([ids])).logits[0]
@@ -90,3 +96,22 @@ def test_tiny_greedy_matches_transformers_on_gpu(backend):
                                            max_new_tokens=16, do_sample=False,
                                            eos_token_id=None, pad_token_id=0)
         assert o.token_ids == ref[0, ids.shape[1]:].tolist()
+
+
+def test_linear_backends_choose_and_refuse_clearly():
+    from inferlab.model import linear
+    gb = 1 << 30
+    assert linear.resolve("auto", "cpu", torch.float32, gb, 4 * gb) == "onednn-packed"
+    assert linear.resolve("auto", "cpu", torch.float32, gb, 2 * gb) == "onednn"   # no room
+    assert linear.resolve("auto", "cuda", torch.float32, gb, 4 * gb) == "torch"
+    assert linear.resolve("auto", "cpu", torch.float16, gb, 4 * gb) == "torch"
+    with pytest.raises(ValueError, match="CPU only"):
+        linear.resolve("onednn", "cuda", torch.float32, gb, 4 * gb)
+    with pytest.raises(il.InvalidInputError, match="linear_backend must be"):
+        il.Engine("tiny", linear_backend="mkl")
+    # engines sharing one cached model share one packed copy of each weight
+    a = il.Engine("tiny", num_blocks=16, linear_backend="onednn-packed")
+    b = il.Engine("tiny", num_blocks=16, linear_backend="onednn-packed")
+    assert a.runner.model.layers[0].wqkv is b.runner.model.layers[0].wqkv
+    assert a.runner.model.lm_head is b.runner.model.lm_head
+    assert a.runner.model.layers[0].wqkv.is_mkldnn

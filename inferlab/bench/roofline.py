@@ -56,13 +56,13 @@ def measure_parts(eng, chunks, repeats: int = 3) -> dict[str, float]:
 
     @torch.inference_mode()
     def linears():
-        F = torch.nn.functional
+        lin = m.linear                      # the engine's own GEMM path (model/linear.py)
         for w in m.layers:
-            F.linear(x, w.wqkv, w.bqkv)
-            F.linear(o, w.wo)
-            F.linear(x, w.w_gate_up)
-            F.linear(act, w.w_down)
-        F.linear(last, m.lm_head)
+            lin(x, w.wqkv, w.bqkv)
+            lin(o, w.wo)
+            lin(x, w.w_gate_up)
+            lin(act, w.w_down)
+        lin(last, m.lm_head)
 
     bs = runner.block_size
     tables, seq_lens, qsl, nxt = [], [], [0], 0

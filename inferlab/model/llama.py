@@ -13,6 +13,7 @@ import torch
 from inferlab import kernels
 
 from ..core.shapes import ModelShape
+from .linear import Linear
 
 
 @dataclass(slots=True)
@@ -39,7 +40,7 @@ class LayerWeights:
 
 
 class LlamaForward:
-    def __init__(self, hf_model):
+    def __init__(self, hf_model, linear_backend: str = "torch"):
         def _fuse(linears):
             # One [sum(out), in] weight for several Linear layers; the layers then *view* into
             # it, so the fused copy costs no memory (~280 MB for SmolLM2 in fp32, which is what
@@ -59,6 +60,7 @@ class LlamaForward:
 
         cfg = hf_model.config
         m = hf_model.model
+        self.linear = lin = Linear(linear_backend)   # how the GEMMs run (model/linear.py)
         self.config = cfg
         self.shape = shape = ModelShape.from_hf_config(cfg)
         self.num_layers = shape.num_layers
@@ -69,19 +71,19 @@ class LlamaForward:
         self.scale = self.head_dim ** -0.5
         self.embed = m.embed_tokens.weight.detach()                 # [vocab, hidden]
         self.norm = m.norm.weight.detach()
-        self.lm_head = hf_model.lm_head.weight.detach()             # tied: same tensor as embed
+        self.lm_head = lin.prepare(hf_model.lm_head.weight.detach(), hf_model.lm_head)
         self.layers = []
         for layer in m.layers:
             a, mlp = layer.self_attn, layer.mlp
             bias = [p.bias for p in (a.q_proj, a.k_proj, a.v_proj)]
             self.layers.append(LayerWeights(
                 input_norm=layer.input_layernorm.weight.detach(),
-                wqkv=_fuse([a.q_proj, a.k_proj, a.v_proj]),
+                wqkv=lin.prepare(_fuse([a.q_proj, a.k_proj, a.v_proj]), a.q_proj),
                 bqkv=torch.cat(bias).detach() if bias[0] is not None else None,
-                wo=a.o_proj.weight.detach(),
+                wo=lin.prepare(a.o_proj.weight.detach(), a.o_proj),
                 post_norm=layer.post_attention_layernorm.weight.detach(),
-                w_gate_up=_fuse([mlp.gate_proj, mlp.up_proj]),
-                w_down=mlp.down_proj.weight.detach()))
+                w_gate_up=lin.prepare(_fuse([mlp.gate_proj, mlp.up_proj]), mlp.gate_proj),
+                w_down=lin.prepare(mlp.down_proj.weight.detach(), mlp.down_proj)))
         # Rotary frequencies exactly as the model's own config defines them (incl. scaling).
         rope = m.rotary_emb
         self.inv_freq = rope.inv_freq.detach().float()              # [head_dim / 2]
@@ -117,7 +119,7 @@ class LlamaForward:
         cos, sin = self.rotary(positions)
         for li, w in enumerate(self.layers):
             h = self.rms_norm(x, w.input_norm)
-            qkv = torch.nn.functional.linear(h, w.wqkv, w.bqkv)         # [T, (H+2KVH)*D]
+            qkv = self.linear(h, w.wqkv, w.bqkv)                      # [T, (H+2KVH)*D]
             q, k, v = qkv.split([H * D, KVH * D, KVH * D], dim=-1)
             q = self.apply_rotary(q.view(T, H, D), cos, sin)           # [T, H, D]
             k = self.apply_rotary(k.view(T, KVH, D), cos, sin)         # [T, KVH, D]
@@ -131,12 +133,12 @@ class LlamaForward:
                 o = kernels.paged_attention_prefill(q, kc, vc, meta.block_tables, meta.seq_lens,
                                                     meta.query_start_loc, self.scale,
                                                     backend=meta.backend)
-            x = x + torch.nn.functional.linear(o.reshape(T, H * D), w.wo)
+            x = x + self.linear(o.reshape(T, H * D), w.wo)
             h = self.rms_norm(x, w.post_norm)
-            gate, up = torch.nn.functional.linear(h, w.w_gate_up).chunk(2, dim=-1)
-            x = x + torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, w.w_down)
+            gate, up = self.linear(h, w.w_gate_up).chunk(2, dim=-1)
+            x = x + self.linear(torch.nn.functional.silu(gate) * up, w.w_down)
         x = self.rms_norm(x[logits_indices], self.norm)                # [R, hidden]
-        return torch.nn.functional.linear(x, self.lm_head).float()     # [R, vocab]
+        return self.linear(x, self.lm_head).float()                   # [R, vocab]
 
 
 def _release_freed_memory() -> None:

@@ -11,21 +11,39 @@ from inferlab import kernels
 from ..core.events import SchedulerOutput
 from ..core.shapes import cdiv
 from ..errors import InvalidInputError
+from . import linear
 from .llama import AttentionMetadata, LlamaForward
+from .resources import available_memory
 from .sampler import make_generator, sample
 
 
-def check_backend(name: str, device: str) -> str:
-    """The concrete attention backend for ``name`` on ``device``, or a clear error."""
+def check_backend(name: str, device: str, linear_backend: str = "auto") -> str:
+    """The concrete attention backend for ``name`` on ``device``, or a clear error; also
+    checks that ``linear_backend`` names one (whether it runs is known once weights load)."""
+    if linear_backend != "auto" and linear_backend not in linear.LINEAR_BACKENDS:
+        raise InvalidInputError(f"linear_backend must be 'auto' or one of "
+                                f"{linear.LINEAR_BACKENDS}, got {linear_backend!r}")
     try:
         return kernels.resolve_backend(name, device)
     except ValueError as e:
         raise InvalidInputError(f"attention_backend: {e}") from None
 
 
+def _linear_backend(name: str, hf_model) -> str:
+    p = hf_model.lm_head.weight
+    weight_bytes = sum(m.weight.numel() for m in hf_model.modules()
+                       if isinstance(m, torch.nn.Linear)) * p.element_size()
+    try:
+        return linear.resolve(name, p.device.type, p.dtype, weight_bytes, available_memory())
+    except ValueError as e:
+        raise InvalidInputError(f"linear_backend: {e}") from None
+
+
 class ModelRunner:
-    def __init__(self, hf_model, num_blocks: int, block_size: int, backend: str, seed: int):
-        self.model = LlamaForward(hf_model)
+    def __init__(self, hf_model, num_blocks: int, block_size: int, backend: str, seed: int,
+                 linear_backend: str = "auto"):
+        self.linear_backend = _linear_backend(linear_backend, hf_model)
+        self.model = LlamaForward(hf_model, self.linear_backend)
         self.device = self.model.device
         self.block_size = block_size
         self.num_blocks = num_blocks
