@@ -53,6 +53,10 @@ def _bench(args) -> int:
         from inferlab.bench.clock_validation import main as bench_clock
         return bench_clock(repeats=args.repeats, model=args.model, out=args.out,
                            threads=args.threads)
+    if args.what == "roofline":
+        from inferlab.bench.roofline import main as bench_roofline
+        bench_roofline(model=args.model, repeats=args.repeats + 2)
+        return 0
     if args.what == "widgets":
         from inferlab.bench.widgets import main as bench_widgets
         return bench_widgets(["--requests", str(args.requests or 200)])
@@ -140,7 +144,8 @@ def main(argv=None) -> int:
     g.set_defaults(fn=_generate)
     b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
-                                    "trace", "widgets", "prefix-reuse", "vllm", "clock"])
+                                    "trace", "widgets", "prefix-reuse", "vllm", "clock",
+                                    "roofline"])
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000)")

@@ -27,7 +27,12 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
 
     import inferlab as il
     kw = {"device": device} if device else {}
-    eng = il.Engine(model, max_num_seqs=num_requests, **kw)
+    # prefix caching off: each repeat sends the same prompts, which would hit the cache from
+    # the second run on and flatter the engine against paths that cannot reuse anything
+    eng = il.Engine(model, max_num_seqs=num_requests, enable_prefix_caching=False, **kw)
+    # the same engine with the reference GEMMs (F.linear), to show what the fast path buys
+    ref = il.Engine(model, max_num_seqs=num_requests, num_blocks=eng.num_blocks,
+                    enable_prefix_caching=False, linear_backend="torch", **kw)
     hf = eng.loaded.hf_model
     dev = next(hf.parameters()).device
     rng = np.random.default_rng(0)
@@ -35,11 +40,14 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
     sp = il.SamplingParams(max_tokens=new_tokens, ignore_eos=True)
     total = num_requests * new_tokens
     out(f"model={eng.model_name} threads={torch.get_num_threads()} requests={num_requests} "
-        f"prompt={prompt_len} new={new_tokens} median of {repeats}")
+        f"prompt={prompt_len} new={new_tokens} median of {repeats}; linear backend "
+        f"{eng.runner.linear_backend}")
 
-    def ours():
-        outs = eng.generate(prompts, sp, use_tqdm=False)
-        assert all(len(o.token_ids) == new_tokens for o in outs)
+    def through(engine):
+        def run():
+            outs = engine.generate(prompts, sp, use_tqdm=False)
+            assert all(len(o.token_ids) == new_tokens for o in outs)
+        return run
 
     gc = GenerationConfig(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
                           eos_token_id=None, pad_token_id=0)
@@ -64,7 +72,8 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
             res = cb_model.generate_batch(prompts, generation_config=gc, progress_bar=False)
         assert len(res) == num_requests
 
-    paths = {"inferlab engine": ours, "transformers padded x32": hf_padded(prompts)}
+    paths = {"inferlab engine": through(eng), "inferlab, linear_backend=torch": through(ref),
+             "transformers padded x32": hf_padded(prompts)}
     try:
         from transformers import AutoModelForCausalLM
         hf_cb.model = AutoModelForCausalLM.from_config(hf.config, attn_implementation="paged|sdpa")

@@ -107,3 +107,105 @@ def model_parts(gpu, shape, chunks, dtype_bytes: int) -> dict[str, float]:
     return {"linear": max(lin_flops / flops_rate, weights * dtype_bytes / bw),
             "attention": max((total - lin_flops) / flops_rate, kv / bw),
             "rest": gpu.step_overhead_s + gpu.layer_overhead_s * shape.num_layers}
+
+
+# ---- `inferlab bench roofline`: this machine's roofline and the engine's share of it -------
+
+def machine(seconds: float = 0.5) -> dict:
+    """This CPU's sgemm FLOP/s (a 2048^3 fp32 matmul, torch's and oneDNN's, the faster) and
+    its read bandwidth (summing a 256 MiB array: the access pattern of a decode step, which
+    streams every weight once). Medians of repeats over about ``seconds`` each."""
+    import torch
+    n = 2048
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    packed = torch.ops.mkldnn._reorder_linear_weight(b, n) if torch.backends.mkldnn.is_available() else None
+    reps = lambda fn: max(3, int(seconds / max(_median_time(fn, 1), 1e-6)))
+    mm = lambda: torch.mm(a, b)
+    best = _median_time(mm, reps(mm))
+    if packed is not None:
+        dnn = lambda: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], "")
+        best = min(best, _median_time(dnn, reps(dnn)))
+    big = torch.ones(64 << 20)                                  # 256 MiB of fp32
+    read = lambda: big.sum()
+    return {"sgemm_flops": 2.0 * n ** 3 / best,
+            "read_bandwidth": big.numel() * 4 / _median_time(read, reps(read)),
+            "threads": torch.get_num_threads()}
+
+
+def ideal_step_s(shape, chunks, mach: dict, dtype_bytes: int = 4) -> float:
+    """The roofline's time for one step: FLOPs at sgemm speed or bytes at read bandwidth,
+    whichever is longer (no overhead term: the bound the engine is measured against)."""
+    from inferlab.sim.costmodel import step_bytes
+    return max(step_flops(shape, chunks) / mach["sgemm_flops"],
+               step_bytes(shape, chunks, dtype_bytes) / mach["read_bandwidth"])
+
+
+def decode_steps(eng, batch: int, prompt_len: int = 64, steps: int = 12) -> tuple[float, float, int]:
+    """(median wall seconds of a whole ``eng.step()``, median seconds inside its forward
+    pass + sampling (the StepRecord's wall_duration), context length) over decode-only steps
+    with ``batch`` running sequences."""
+    import numpy as np
+
+    import inferlab as il
+    from inferlab.observe.trace import Trace
+    rng = np.random.default_rng(batch)
+    sp = il.SamplingParams(max_tokens=steps + 3, ignore_eos=True)
+    for _ in range(batch):
+        eng.add_request(rng.integers(3, eng.vocab_size, prompt_len).tolist(), sp)
+    trace = Trace.record(eng)
+    totals = []
+    while eng.has_unfinished_requests():
+        t = time.perf_counter()
+        eng.step()
+        totals.append(time.perf_counter() - t)
+    trace.stop()
+    pairs = [(tot, rec.wall_duration) for tot, rec in zip(totals, trace.records)
+             if len(rec.batch) == batch and all(c.num_tokens == 1 for c in rec.batch)]
+    return (statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs),
+            prompt_len + steps // 2)
+
+
+def split(eng, batch: int, repeats: int = 5) -> dict:
+    """Where a decode step at ``batch`` goes (ms): the linear layers and attention timed on
+    their own (measure_parts), greedy sampling over [batch, vocab] logits, the rest of the
+    forward (embedding, norms, rotary, SiLU, KV write, input tensors), and the host side of
+    the step (scheduling, detokenizing, outputs)."""
+    import torch
+
+    from inferlab.model.sampler import sample
+    from inferlab.core.params import SamplingParams
+    step, execute, ctx = decode_steps(eng, batch)
+    parts = measure_parts(eng, [(1, ctx)] * batch, repeats)
+    logits = torch.randn(batch, eng.vocab_size)
+    params = [SamplingParams(max_tokens=1)] * batch
+    sampling = _median_time(lambda: sample(logits, params, [None] * batch), repeats)
+    return {"step": step * 1e3, "linear": parts["linear"] * 1e3,
+            "attention": parts["attention"] * 1e3, "sampling": sampling * 1e3,
+            "other forward": max(execute - parts["linear"] - parts["attention"] - sampling, 0) * 1e3,
+            "host": (step - execute) * 1e3, "context": ctx}
+
+
+def main(batches=(1, 8, 32), model=None, repeats: int = 5, out=print) -> dict:
+    import os
+
+    import inferlab as il
+    from inferlab.core.shapes import ModelShape
+    eng = il.Engine(model, max_num_seqs=max(batches), enable_prefix_caching=False)
+    shape = ModelShape.from_hf_config(eng.loaded.hf_model.config)
+    mach = machine()
+    out(f"{eng.model_name} fp32, linear backend {eng.runner.linear_backend}, attention "
+        f"{eng.runner.backend}, {mach['threads']} threads, load {os.getloadavg()[0]:.2f}")
+    out(f"this machine: sgemm {mach['sgemm_flops'] / 1e9:.0f} GFLOP/s, read bandwidth "
+        f"{mach['read_bandwidth'] / 1e9:.1f} GB/s")
+    out(f"{'batch':>5} {'ideal ms':>9} {'step ms':>8} {'share':>6} {'tok/s':>7}   split of the "
+        "step (ms): linear | attention | sampling | other forward | host")
+    rows = {}
+    for b in batches:
+        s = split(eng, b, repeats)
+        ideal = ideal_step_s(shape, [(1, s["context"])] * b, mach) * 1e3
+        rows[b] = {**s, "ideal": ideal, "share": ideal / s["step"], "tok_s": b / s["step"] * 1e3}
+        out(f"{b:5d} {ideal:9.1f} {s['step']:8.1f} {ideal / s['step']:6.0%} "
+            f"{b / s['step'] * 1e3:7.1f}   {s['linear']:.1f} | {s['attention']:.1f} | "
+            f"{s['sampling']:.1f} | {s['other forward']:.1f} | {s['host']:.1f}")
+    out(f"load after {os.getloadavg()[0]:.2f}")
+    return {"machine": mach, "rows": rows}

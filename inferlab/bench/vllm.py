@@ -17,9 +17,11 @@ time during the other's runs is measured and printed, so an idle engine that spi
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
+import signal
 import statistics
 import subprocess
 import sys
@@ -108,6 +110,16 @@ class Worker:
             pass                    # it died: _reply reports its log
         return self._reply(timeout)
 
+    @contextlib.contextmanager
+    def frozen(self):
+        """SIGSTOP the worker's whole process group (vLLM's engine core polls while idle, a
+        few % of a core that the other engine's OpenMP threads feel), SIGCONT after."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -145,8 +157,10 @@ def _tok_s(reply: dict) -> float:
     return sum(len(t) for t in reply["token_ids"]) / reply["seconds"]
 
 
-def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=print) -> dict:
-    """The engine benchmark's workload through inferlab and through vLLM, A B A B."""
+def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=print,
+               freeze_idle: bool = True) -> dict:
+    """The engine benchmark's workload through inferlab and through vLLM, A B A B. With
+    ``freeze_idle`` the engine not being timed is stopped (SIGSTOP) so each runs alone."""
     import numpy as np
     n_cpus = len(os.sched_getaffinity(0))
     load_before = os.getloadavg()
@@ -161,7 +175,8 @@ def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=pri
             out(f"requests={num_requests} prompt={prompt_len} new={new_tokens} ignore_eos greedy "
                 f"fp32, prefix caching off; inferlab torch threads {ours.hello['threads']}, "
                 f"vLLM VLLM_CPU_OMP_THREADS_BIND={cpu_list()}; {theirs.hello['version']}; "
-                f"median of {repeats} after a warm-up, A B A B")
+                f"median of {repeats} after a warm-up, A B A B; the idle engine "
+                f"{'frozen (SIGSTOP)' if freeze_idle else 'left running'} while the other runs")
             cmd = dict(cmd="generate", prompts=prompts, max_tokens=new_tokens, ignore_eos=True)
             for w in workers.values():
                 w.request(**cmd)                         # warm-up, untimed
@@ -172,7 +187,8 @@ def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=pri
                 for name, w in workers.items():
                     other = "vLLM" if name == "inferlab" else "inferlab"
                     c0 = _tree_cpu_seconds(workers[other].proc.pid)
-                    runs[name].append(w.request(**cmd))
+                    with workers[other].frozen() if freeze_idle else contextlib.nullcontext():
+                        runs[name].append(w.request(**cmd))
                     idle_cpu[other] += _tree_cpu_seconds(workers[other].proc.pid) - c0
             wall = time.perf_counter() - t_start
             ours_cpu = (_all_cpu(workers) - cpu_start) / wall
