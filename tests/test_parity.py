@@ -35,7 +35,8 @@ def check_parity(engine, hf, n=32):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block_size, backend, linear", [
-    (16, "auto", "onednn-packed"), (16, "auto", "onednn"), (7, "reference", "torch")])
+    (16, "auto", "numba+onednn-packed"), (16, "auto", "numba+onednn"), (16, "auto", "onednn"),
+    (7, "reference", "torch")])
 def test_smollm2_greedy_matches_transformers(smollm2, block_size, backend, linear):
     eng = il.Engine(block_size=block_size, attention_backend=backend, linear_backend=linear)
     assert eng.runner.linear_backend == linear
@@ -46,7 +47,7 @@ def test_smollm2_greedy_matches_transformers(smollm2, block_size, backend, linea
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed"])
+@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed", "numba+onednn-packed"])
 def test_smollm2_prefill_logits_match(smollm2, linear):
     eng = il.Engine(block_size=16, linear_backend=linear)
     ids = eng.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 6)
@@ -67,14 +68,15 @@ def test_chat_answer_is_paris():
 
 @pytest.mark.parametrize("backend", ["reference", "numba-cpu"])
 @pytest.mark.parametrize("block_size", [16, 3])
-@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed"])
+@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed", "numba+onednn",
+                                    "numba+onednn-packed"])
 def test_tiny_greedy_matches_transformers(block_size, backend, linear):
     eng = il.Engine("tiny", block_size=block_size, num_blocks=256, attention_backend=backend,
                     linear_backend=linear)
     check_parity(eng, eng.loaded.hf_model, n=16)
 
 
-@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed"])
+@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed", "numba+onednn"])
 def test_tiny_prefill_logits_match(linear):
     eng = il.Engine("tiny", num_blocks=64, linear_backend=linear)
     ids = list(range(100, 160))
@@ -101,17 +103,25 @@ def test_tiny_greedy_matches_transformers_on_gpu(backend):
 def test_linear_backends_choose_and_refuse_clearly():
     from inferlab.model import linear
     gb = 1 << 30
-    assert linear.resolve("auto", "cpu", torch.float32, gb, 4 * gb) == "onednn-packed"
-    assert linear.resolve("auto", "cpu", torch.float32, gb, 2 * gb) == "onednn"   # no room
+    assert linear.resolve("auto", "cpu", torch.float32, gb, 4 * gb) == "numba+onednn-packed"
+    assert linear.resolve("auto", "cpu", torch.float32, gb, 2 * gb) == "numba+onednn"  # no room
+    assert linear.resolve("auto", "cpu", torch.bfloat16, gb, 4 * gb) == "onednn-packed"
     assert linear.resolve("auto", "cuda", torch.float32, gb, 4 * gb) == "torch"
     assert linear.resolve("auto", "cpu", torch.float16, gb, 4 * gb) == "torch"
     with pytest.raises(ValueError, match="CPU only"):
         linear.resolve("onednn", "cuda", torch.float32, gb, 4 * gb)
+    with pytest.raises(ValueError, match="float32"):
+        linear.resolve("numba+onednn", "cpu", torch.bfloat16, gb, 4 * gb)
+    # the GEMV against F.linear, with a bias and a non-contiguous row
+    w, b, x = torch.randn(300, 70), torch.randn(300), torch.randn(70, 2)[:, 0][None]
+    assert torch.allclose(linear.gemv(x, w, b), torch.nn.functional.linear(x, w, b), atol=1e-5)
     with pytest.raises(il.InvalidInputError, match="linear_backend must be"):
         il.Engine("tiny", linear_backend="mkl")
     # engines sharing one cached model share one packed copy of each weight
     a = il.Engine("tiny", num_blocks=16, linear_backend="onednn-packed")
     b = il.Engine("tiny", num_blocks=16, linear_backend="onednn-packed")
-    assert a.runner.model.layers[0].wqkv is b.runner.model.layers[0].wqkv
-    assert a.runner.model.lm_head is b.runner.model.lm_head
-    assert a.runner.model.layers[0].wqkv.is_mkldnn
+    ma, mb = a.runner.model, b.runner.model
+    for w in ("wqkv", "wo", "w_gate_up", "w_down"):
+        pa = ma.linear.packed(getattr(ma.layers[0], w))
+        assert pa is mb.linear.packed(getattr(mb.layers[0], w)) and pa.is_mkldnn
+    assert ma.linear.packed(ma.lm_head) is mb.linear.packed(mb.lm_head) is not None

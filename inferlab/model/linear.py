@@ -9,8 +9,12 @@ time goes").
   memory; ~1.3-1.8x faster than MKL here at 1-32 rows.
 * ``"onednn-packed"``: the weights also reordered once into oneDNN's blocked layout (a copy,
   as large as the weights: +0.54 GB for SmolLM2 in fp32); ~2-2.6x faster at 1-32 rows.
-* ``"auto"``: ``onednn-packed`` when the copy fits comfortably in free memory (less than a
-  third of it), else ``onednn``; ``torch`` where oneDNN cannot run (GPU, other dtypes).
+* ``"numba+onednn"``, ``"numba+onednn-packed"``: a single row (one sequence decoding: the
+  token stream a reader watches) through a numba GEMV that streams the plain fp32 weights
+  over all cores (~1.6x oneDNN's packed GEMV here); more rows as the oneDNN backend named.
+* ``"auto"``: ``numba+onednn-packed`` when the packed copy fits comfortably in free memory
+  (less than a third of it), else ``numba+onednn``; ``torch`` where oneDNN cannot run (GPU,
+  other dtypes); without numba, the oneDNN backend alone.
 
 Outputs agree with the reference to float32 rounding (summation order differs, ~1e-4
 absolute on these layers); greedy tokens are checked against transformers and vLLM by the
@@ -18,9 +22,12 @@ parity tests with every backend.
 """
 from __future__ import annotations
 
+import functools
+import importlib.util
+
 import torch
 
-LINEAR_BACKENDS = ("torch", "onednn", "onednn-packed")
+LINEAR_BACKENDS = ("torch", "onednn", "onednn-packed", "numba+onednn", "numba+onednn-packed")
 PACK_HINT_ROWS = 32      # the row count oneDNN lays the packed weights out for (any count runs)
 _PACKED_ATTR = "_inferlab_packed"
 
@@ -35,15 +42,22 @@ def unavailable(name: str, device: str, dtype) -> str | None:
         return f"oneDNN linear here takes float32 or bfloat16 weights, not {dtype}"
     if not torch.backends.mkldnn.is_available():
         return "this torch build has no oneDNN (mkldnn)"
+    if name.startswith("numba+"):
+        if dtype != torch.float32:
+            return f"the numba GEMV takes float32 weights, not {dtype}"
+        if importlib.util.find_spec("numba") is None:
+            return "numba is not installed"
     return None
 
 
 def resolve(name: str, device: str, dtype, weight_bytes: int, free_bytes: int) -> str:
     """The concrete backend for ``name``, or ValueError naming why it cannot run."""
     if name == "auto":
-        if unavailable("onednn", device, dtype) is not None:
-            return "torch"
-        return "onednn-packed" if 3 * weight_bytes < free_bytes else "onednn"
+        dnn = "onednn-packed" if 3 * weight_bytes < free_bytes else "onednn"
+        for choice in (f"numba+{dnn}", dnn):
+            if unavailable(choice, device, dtype) is None:
+                return choice
+        return "torch"
     if name not in LINEAR_BACKENDS:
         raise ValueError(f"linear backend must be 'auto' or one of {LINEAR_BACKENDS}; got {name!r}")
     why = unavailable(name, device, dtype)
@@ -52,30 +66,66 @@ def resolve(name: str, device: str, dtype, weight_bytes: int, free_bytes: int) -
     return name
 
 
+@functools.cache
+def _gemv_kernel():
+    import numba
+    import numpy as np
+
+    @numba.njit(parallel=True, fastmath=True, cache=True)
+    def gemv(w, x, y):                   # y[n] = sum_k w[n, k] * x[k]; rows split over cores
+        n, k = w.shape
+        for i in numba.prange(n):
+            acc = np.float32(0.0)
+            for j in range(k):
+                acc += w[i, j] * x[j]
+            y[i] = acc
+    return gemv
+
+
+def gemv(x: torch.Tensor, w: torch.Tensor, bias=None) -> torch.Tensor:
+    """``F.linear`` for one row of float32 ``x`` [1, in] and a contiguous ``w`` [out, in]."""
+    y = torch.empty((1, w.shape[0]), dtype=x.dtype)
+    _gemv_kernel()(w.numpy(), x.reshape(-1).contiguous().numpy(), y[0].numpy())
+    return y if bias is None else y + bias
+
+
 def _pointwise(x, w, bias):
     return torch.ops.mkldnn._linear_pointwise(x, w, bias, "none", [], "")
 
 
 class Linear:
-    """``y = x @ w.T + b`` by one backend. ``prepare(w, owner)`` returns what ``__call__``
-    takes in place of ``w``: the weight itself, or its packed copy, which is kept on
-    ``owner`` (the model's own module) so that every engine sharing a cached model shares
-    one packed copy too."""
+    """``y = x @ w.T + b`` by one backend. The model keeps its plain weights; ``prepare(w,
+    owner)`` adds what the backend needs beside them (oneDNN's packed copy, kept on
+    ``owner``, the model's own module, so that every engine sharing a cached model shares
+    one packed copy too) and ``packed(w)`` returns it."""
 
     def __init__(self, backend: str):
         self.backend = backend
-        self._fn = torch.nn.functional.linear if backend == "torch" else _pointwise
+        self._gemv = backend.startswith("numba+")
+        self._pack = backend.endswith("-packed")
+        self._packed: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def prepare(self, w: torch.Tensor, owner) -> torch.Tensor:
-        if self.backend != "onednn-packed":
-            return w
-        cache = getattr(owner, _PACKED_ATTR, None)
-        key = (w.data_ptr(), tuple(w.shape))
-        if cache is None or cache[0] != key:
-            with torch.no_grad():
-                cache = (key, torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT_ROWS))
-            object.__setattr__(owner, _PACKED_ATTR, cache)   # plain attribute, not a module
-        return cache[1]
+        if self._pack:
+            cache = getattr(owner, _PACKED_ATTR, None)
+            key = (w.data_ptr(), tuple(w.shape))
+            if cache is None or cache[0] != key:
+                with torch.no_grad():
+                    cache = (key, torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT_ROWS))
+                object.__setattr__(owner, _PACKED_ATTR, cache)   # plain attribute
+            self._packed[id(w)] = (w, cache[1])                  # w kept: its id stays its own
+        if self._gemv:
+            w = w.contiguous()
+        return w
+
+    def packed(self, w: torch.Tensor) -> torch.Tensor | None:
+        hit = self._packed.get(id(w))
+        return hit[1] if hit is not None else None
 
     def __call__(self, x: torch.Tensor, w: torch.Tensor, bias=None) -> torch.Tensor:
-        return self._fn(x, w, bias)
+        if self.backend == "torch":
+            return torch.nn.functional.linear(x, w, bias)
+        if self._gemv and x.shape[0] == 1:
+            return gemv(x, w, bias)
+        hit = self._packed.get(id(w))
+        return _pointwise(x, hit[1] if hit is not None else w, bias)
