@@ -93,6 +93,8 @@ class LlamaForward:
         _release_freed_memory()
 
     def rms_norm(self, x, w):
+        if x.dtype == torch.float32:      # one fused op; the same formula as below
+            return torch.nn.functional.rms_norm(x, w.shape, w, self.eps)
         var = x.float().pow(2).mean(-1, keepdim=True)
         return w * (x.float() * torch.rsqrt(var + self.eps)).to(x.dtype)
 
@@ -120,10 +122,9 @@ class LlamaForward:
         for li, w in enumerate(self.layers):
             h = self.rms_norm(x, w.input_norm)
             qkv = self.linear(h, w.wqkv, w.bqkv)                      # [T, (H+2KVH)*D]
-            q, k, v = qkv.split([H * D, KVH * D, KVH * D], dim=-1)
-            q = self.apply_rotary(q.view(T, H, D), cos, sin)           # [T, H, D]
-            k = self.apply_rotary(k.view(T, KVH, D), cos, sin)         # [T, KVH, D]
-            v = v.reshape(T, KVH, D)
+            qk = self.apply_rotary(qkv[:, :(H + KVH) * D].view(T, H + KVH, D), cos, sin)
+            q, k = qk[:, :H], qk[:, H:]                                # [T, H, D], [T, KVH, D]
+            v = qkv[:, (H + KVH) * D:].reshape(T, KVH, D)
             kc, vc = k_caches[li], v_caches[li]                        # [blocks, bs, KVH, D]
             kernels.write_kv(k, v, kc, vc, meta.slot_mapping, backend=meta.backend)
             if meta.decode_only:
