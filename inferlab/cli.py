@@ -55,7 +55,8 @@ def _bench(args) -> int:
                            threads=args.threads)
     if args.what == "roofline":
         from inferlab.bench.roofline import main as bench_roofline
-        bench_roofline(model=args.model, repeats=args.repeats + 2)
+        bench_roofline(model=args.model, repeats=args.repeats + 2,
+                       linear_backend=args.linear_backend)
         return 0
     if args.what == "widgets":
         from inferlab.bench.widgets import main as bench_widgets
@@ -151,6 +152,8 @@ def main(argv=None) -> int:
                    help="number of requests (default: engine 32, batching 256, soak 2000)")
     b.add_argument("--model", default=None)
     b.add_argument("--device", default=None)
+    b.add_argument("--linear-backend", default="auto",
+                   help="roofline: the GEMM path (auto, torch, onednn, onednn-packed, numba+...)")
     b.add_argument("--out", default="build/bench/clock",
                    help="clock: where the table (JSON) and the figure (SVG, PNG) go")
     b.add_argument("--threads", type=int, default=None,

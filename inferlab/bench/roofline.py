@@ -187,12 +187,14 @@ def split(eng, batch: int, repeats: int = 5) -> dict:
             "host": (step - execute) * 1e3, "context": ctx}
 
 
-def main(batches=(1, 8, 32), model=None, repeats: int = 5, out=print) -> dict:
+def main(batches=(1, 8, 32), model=None, repeats: int = 5, linear_backend: str = "auto",
+         out=print) -> dict:
     import os
 
     import inferlab as il
     from inferlab.core.shapes import ModelShape
-    eng = il.Engine(model, max_num_seqs=max(batches), enable_prefix_caching=False)
+    eng = il.Engine(model, max_num_seqs=max(batches), enable_prefix_caching=False,
+                    linear_backend=linear_backend)
     shape = ModelShape.from_hf_config(eng.loaded.hf_model.config)
     mach = machine()
     out(f"{eng.model_name} fp32, linear backend {eng.runner.linear_backend}, attention "
