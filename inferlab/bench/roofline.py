@@ -111,31 +111,19 @@ def model_parts(gpu, shape, chunks, dtype_bytes: int) -> dict[str, float]:
 
 # ---- `inferlab bench roofline`: this machine's roofline and the engine's share of it -------
 
-def machine(seconds: float = 0.5) -> dict:
-    """This CPU's sgemm FLOP/s (a 2048^3 fp32 matmul, torch's and oneDNN's, the faster) and
-    its read bandwidth (summing a 256 MiB array: the access pattern of a decode step, which
-    streams every weight once). The best of repeats over about ``seconds`` each: a roofline
-    is a ceiling, and on a shared machine the median measures the neighbours too."""
+def machine() -> dict:
+    """This CPU's sgemm FLOP/s and memory bandwidth, measured by the this-cpu clock's profile
+    (sim/this_cpu.py: medians of repeats; the faster of torch's and oneDNN's GEMM)."""
     import torch
-    n = 2048
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    packed = torch.ops.mkldnn._reorder_linear_weight(b, n) if torch.backends.mkldnn.is_available() else None
-    def best_time(fn):
-        fn()
-        n_reps = max(3, int(seconds / max(_median_time(fn, 1), 1e-6)))
-        return min(_median_time(fn, 1) for _ in range(n_reps))
-    best = best_time(lambda: torch.mm(a, b))
-    if packed is not None:
-        best = min(best, best_time(
-            lambda: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], "")))
-    big = torch.ones(64 << 20)                                  # 256 MiB of fp32
-    return {"sgemm_flops": 2.0 * n ** 3 / best,
-            "read_bandwidth": big.numel() * 4 / best_time(lambda: big.sum()),
+
+    from inferlab.sim.this_cpu import measure_bandwidth, measure_sgemm_flops
+    return {"sgemm_flops": measure_sgemm_flops(),
+            "read_bandwidth": measure_bandwidth()["bandwidth"],
             "threads": torch.get_num_threads()}
 
 
 def ideal_step_s(shape, chunks, mach: dict, dtype_bytes: int = 4) -> float:
-    """The roofline's time for one step: FLOPs at sgemm speed or bytes at read bandwidth,
+    """The roofline's time for one step: FLOPs at sgemm speed or bytes at memory bandwidth,
     whichever is longer (no overhead term: the bound the engine is measured against)."""
     from inferlab.sim.costmodel import step_bytes
     return max(step_flops(shape, chunks) / mach["sgemm_flops"],
@@ -199,7 +187,7 @@ def main(batches=(1, 8, 32), model=None, repeats: int = 5, linear_backend: str =
     mach = machine()
     out(f"{eng.model_name} fp32, linear backend {eng.runner.linear_backend}, attention "
         f"{eng.runner.backend}, {mach['threads']} threads, load {os.getloadavg()[0]:.2f}")
-    out(f"this machine: sgemm {mach['sgemm_flops'] / 1e9:.0f} GFLOP/s, read bandwidth "
+    out(f"this machine: sgemm {mach['sgemm_flops'] / 1e9:.0f} GFLOP/s, memory bandwidth "
         f"{mach['read_bandwidth'] / 1e9:.1f} GB/s")
     out(f"{'batch':>5} {'ideal ms':>9} {'step ms':>8} {'share':>6} {'tok/s':>7}   split of the "
         "step (ms): linear | attention | sampling | other forward | host")
