@@ -115,8 +115,9 @@ def _read_verified(entry: str, expect: dict, read):
 def tokenizer_entry(source: str) -> str | None:
     """An entry converted from ``source`` (any dtype) whose tokenizer and config files match
     their manifest, or None. Reading a tokenizer from it takes ~0.3 s and little memory;
-    parsing the GGUF's vocabulary takes ~4 s and a ~0.25 GB peak."""
-    if not enabled():
+    parsing the GGUF's vocabulary takes ~4 s and a ~0.25 GB peak. Only looks: with no
+    entries at all it neither hashes the source nor writes anything."""
+    if not enabled() or not os.path.isdir(weights_dir()):
         return None
     with contextlib.suppress(OSError):
         sha = file_sha256(source)

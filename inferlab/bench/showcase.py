@@ -1,0 +1,104 @@
+"""The README's screenshots, taken from a real JupyterLab running the real model.
+
+    python -m inferlab.bench.showcase [--out docs/screenshots]
+
+A notebook of the five views over SmolLM2-135M-Instruct (real weights, real prompts, the wall
+clock) runs in JupyterLab in Debian's chromium; each view is photographed once its run is
+over, in the light theme (and the timeline and the block map in the dark one). The
+workloads are chosen so that each view shows its point: several requests interleaving, the
+KV blocks filling and freeing, and static batching visibly behind continuous batching (the
+output lengths vary widely, so a static batch waits for its longest member). Browser
+console errors fail the run. Look at the pictures before committing them.
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import tempfile
+
+from inferlab.bench.jupyter import browser_page, jupyterlab, run_all, write_notebook
+
+QUESTIONS = ["Name three rivers in Europe.", "What is 17 times 3?",
+             "Translate 'good morning' into Spanish.", "Why is the sky blue?",
+             "Give one use of copper.", "Write a haiku about rain.",
+             "What does a CPU do?", "Suggest a name for a cat."]
+
+CELLS = [
+    "import inferlab as il\nfrom inferlab.widgets import *\nfrom inferlab.sim import workloads as wl\n"
+    "eng = il.Engine(num_blocks=64, max_num_seqs=4, max_num_batched_tokens=256)\n"
+    "_ = eng.generate(['warm up'], il.SamplingParams(max_tokens=2), use_tqdm=False)",
+    "ts = TokenStream(eng, title='Token stream: SmolLM2-135M, 8 chat requests'); ts",
+    "tl = SchedulerTimeline(eng, title='Scheduler timeline: max 4 running'); tl",
+    "kv = KVBlockMap(eng, title='KV cache: 64 blocks of 16 tokens'); kv",
+    f"qs = {QUESTIONS!r}\n"
+    "outs = eng.generate([[{'role': 'user', 'content': q}] for q in qs],\n"
+    "                    il.SamplingParams(max_tokens=40), use_tqdm=False)\n"
+    "for v in (ts, tl, kv): v.detach()\n"
+    "recs = kv.trace.records\n"
+    "kv.cursor = max(range(len(recs)), key=lambda k: recs[k].kv_blocks_used)\n"
+    "[o.text[:30] for o in outs]",
+    # static waits for each batch's longest request; continuous refills at once
+    "work = wl.synthetic(16, prompt_len=wl.Uniform(16, 48), output_len=wl.Uniform(4, 96), seed=1)\n"
+    "cmp = BatchingComparison.run(work, ('static', dict(scheduler='static')),\n"
+    "                             ('continuous', dict(scheduler='continuous')),\n"
+    "                             model=None, max_num_seqs=4, num_blocks=128)\ncmp",
+    "lab = Lab(None, num_requests=12, rate=0.0); lab",
+]
+
+SHOTS = [("token_stream.png", ".il-token-stream"), ("scheduler_timeline.png", ".il-timeline"),
+         ("kv_block_map.png", ".il-kv-map"), ("batching_comparison.png", ".il-compare")]
+
+
+def _shot(page, selector: str, path: pathlib.Path) -> None:
+    loc = page.locator(selector).first
+    loc.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    loc.screenshot(path=str(path))
+    print(f"wrote {path}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="docs/screenshots")
+    a = ap.parse_args(argv)
+    out = pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from playwright.sync_api import sync_playwright
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="inferlab-showcase-") as root, \
+            jupyterlab(pathlib.Path(root)) as (url, token), sync_playwright() as p:
+        write_notebook(pathlib.Path(root) / "showcase.ipynb", CELLS)
+        browser, page = browser_page(p, errors, width=1100)
+        run_all(page, url, token, "showcase.ipynb")
+        page.wait_for_function("[...document.querySelectorAll('.il-token-stream .il-stats')]"
+                               ".some(e => /8 requests/.test(e.textContent))", timeout=300_000)
+        page.wait_for_selector(".il-compare .il-cmp-table td", timeout=600_000)
+        page.wait_for_selector(".il-lab-run", timeout=120_000)
+        page.wait_for_timeout(2000)
+        for name, sel in SHOTS:
+            _shot(page, sel, out / name)
+        page.locator(".il-lab-run").scroll_into_view_if_needed()
+        page.click(".il-lab-run")
+        page.wait_for_function("/finished|done|stopped|error/.test(document.querySelector("
+                               "'.il-lab-status').textContent)", timeout=300_000)
+        _shot(page, ".il-lab", out / "lab.png")
+        page.click(".lm-MenuBar-itemLabel:text-is('Settings')")
+        page.hover(".lm-Menu-itemLabel:text-is('Theme')")
+        page.click(".lm-Menu-itemLabel:text-is('JupyterLab Dark')")
+        page.wait_for_function("document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+        page.wait_for_timeout(1500)
+        _shot(page, ".il-timeline", out / "scheduler_timeline_dark.png")
+        _shot(page, ".il-kv-map", out / "kv_block_map_dark.png")
+        page.click(".lm-MenuBar-itemLabel:text-is('Settings')")
+        page.hover(".lm-Menu-itemLabel:text-is('Theme')")
+        page.click(".lm-Menu-itemLabel:text-is('JupyterLab Light')")
+        browser.close()
+    bad = [e for e in errors if "favicon" not in e]
+    for e in bad:
+        print(f"browser console error: {e}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
