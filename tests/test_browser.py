@@ -150,6 +150,15 @@ def _drive(page, url, token, tmp_path):
         page.wait_for_function("document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
         page.wait_for_timeout(1500)
         assert page.evaluate("document.body.dataset.jpThemeLight") == "false"
+        # the canvases redraw in the new theme: the timeline's request labels turn light
+        # (they were left dark-on-dark until the next data change)
+        labels = page.evaluate("""() => {
+            const c = document.querySelector('.il-timeline canvas');
+            const d = c.getContext('2d').getImageData(0, 0, 50, c.height).data;
+            let m = 0;
+            for (let i = 0; i < d.length; i += 4) m = Math.max(m, (d[i] + d[i + 1] + d[i + 2]) / 3 * d[i + 3] / 255);
+            return m; }""")
+        assert labels > 100, f"timeline labels drawn dark on the dark theme (brightest {labels:.0f})"
         _shot(page, ".il-timeline", "scheduler_timeline_dark.png", tmp_path)
         _shot(page, ".il-kv-map >> nth=1", "kv_block_map_dark.png", tmp_path)
         return page.evaluate("[...document.querySelectorAll('.il-view')]"

@@ -183,3 +183,14 @@ function ilDrawLanes(ctx, o) {
   return { lh, sx };
 }
 
+
+// Redraw when JupyterLab switches theme: the canvases read --jp-* colours at draw time, and
+// the new theme's stylesheet lands a moment after the body's data-jp-theme-* attributes
+// change, so draw at once and twice more shortly after. Returns the disconnect function.
+function ilOnThemeChange(redraw) {
+  const again = () => { redraw(); setTimeout(redraw, 300); setTimeout(redraw, 1200); };
+  const mo = new MutationObserver(again);
+  mo.observe(document.body, { attributes: true,
+    attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  return () => mo.disconnect();
+}

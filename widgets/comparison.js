@@ -72,7 +72,8 @@ function render({ model, el }) {
   for (const nm of ["sides", "cursor", "num_steps"]) model.on("change:" + nm, redraw);
   const ro = new ResizeObserver(() => redraw()); ro.observe(cols);
   redraw();
-  return () => ro.disconnect();
+  const offTheme = ilOnThemeChange(() => redraw());
+  return () => { ro.disconnect(); offTheme(); };
 }
 
 export default { render };

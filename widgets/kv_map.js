@@ -74,7 +74,8 @@ function render({ model, el }) {
   for (const nm of ["cell_owner", "cell_fill", "cell_flags", "summary", "shown"]) model.on("change:" + nm, redraw);
   const ro = new ResizeObserver(redraw); ro.observe(root);
   redraw();
-  return () => ro.disconnect();
+  const offTheme = ilOnThemeChange(() => redraw());
+  return () => { ro.disconnect(); offTheme(); };
 }
 
 export default { render };

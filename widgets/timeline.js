@@ -112,7 +112,8 @@ function render({ model, el }) {
   for (const nm of ["lanes", "lane_priority", "seg_lane", "seg_t1", "step_times", "cursor", "num_steps"]) model.on("change:" + nm, redraw);
   const ro = new ResizeObserver(redraw); ro.observe(root);
   redraw();
-  return () => ro.disconnect();
+  const offTheme = ilOnThemeChange(() => redraw());
+  return () => { ro.disconnect(); offTheme(); };
 }
 
 export default { render };

@@ -92,7 +92,8 @@ function render({ model, el }) {
   model.on("change:notes", showNotes); model.on("change:warnings", showWarn);
   const ro = new ResizeObserver(redraw); ro.observe(root);
   showNotes(); showWarn(); redraw();
-  return () => ro.disconnect();
+  const offTheme = ilOnThemeChange(() => redraw());
+  return () => { ro.disconnect(); offTheme(); };
 }
 
 export default { render };
