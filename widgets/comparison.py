@@ -123,7 +123,10 @@ class BatchingComparison(View):
             fig.add_trace(go.Bar(x=[label], y=[s["throughput"]], marker_color=color,
                                  showlegend=False), 1, 3)
         fig.update_xaxes(title_text="time (ms)", row=1, col=1)
-        return figures.style(fig, self.title, self.clock)
+        fig = figures.style(fig, self.title, self.clock)
+        # the legend under the plots, clear of the subplot titles; room for the box labels
+        fig.update_layout(legend=dict(orientation="h", x=0, y=-0.32), margin=dict(b=120, t=90))
+        return fig
 
     def __repr__(self):
         return f"BatchingComparison({[lab for lab, _ in self._sides]}, clock={self.clock!r})"

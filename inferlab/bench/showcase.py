@@ -1,6 +1,7 @@
 """The README's screenshots, taken from a real JupyterLab running the real model.
 
     python -m inferlab.bench.showcase [--out docs/screenshots]
+    python -m inferlab.bench.showcase --vllm     # the views watching a live vLLM server
 
 A notebook of the five views over SmolLM2-135M-Instruct (real weights, real prompts, the wall
 clock) runs in JupyterLab in Debian's chromium; each view is photographed once its run is
@@ -8,7 +9,9 @@ over, in the light theme (and the timeline and the block map in the dark one). T
 workloads are chosen so that each view shows its point: several requests interleaving, the
 KV blocks filling and freeing, and static batching visibly behind continuous batching (the
 output lengths vary widely, so a static batch waits for its longest member). Browser
-console errors fail the run. Look at the pictures before committing them.
+console errors fail the run. Look at the pictures before committing them. ``--vllm`` runs
+notebook 12 (``make vllm`` first) and photographs its views watching a live vLLM server: the
+scheduler timeline built from vLLM's step reports and the prefix-cache view of its KV events.
 """
 from __future__ import annotations
 
@@ -58,14 +61,35 @@ def _shot(page, selector: str, path: pathlib.Path) -> None:
     print(f"wrote {path}")
 
 
+VLLM_NOTEBOOK = pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "12_on_vllm.ipynb"
+
+
+def _vllm_views(page, out: pathlib.Path) -> None:
+    page.wait_for_selector(".il-compare .il-cmp-table td", timeout=600_000)
+    page.wait_for_timeout(2000)
+    _shot(page, ".il-timeline", out / "vllm_timeline.png")
+    _shot(page, ".il-vllm-kv", out / "vllm_prefix_cache.png")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="docs/screenshots")
+    ap.add_argument("--vllm", action="store_true", help="notebook 12's views on a live vLLM")
     a = ap.parse_args(argv)
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     from playwright.sync_api import sync_playwright
     errors: list[str] = []
+    if a.vllm:
+        import shutil
+        with tempfile.TemporaryDirectory(prefix="inferlab-showcase-") as root, \
+                jupyterlab(pathlib.Path(root)) as (url, token), sync_playwright() as p:
+            shutil.copy(VLLM_NOTEBOOK, pathlib.Path(root) / "on_vllm.ipynb")
+            browser, page = browser_page(p, errors, width=1100)
+            run_all(page, url, token, "on_vllm.ipynb")
+            _vllm_views(page, out)
+            browser.close()
+        return _report(errors)
     with tempfile.TemporaryDirectory(prefix="inferlab-showcase-") as root, \
             jupyterlab(pathlib.Path(root)) as (url, token), sync_playwright() as p:
         write_notebook(pathlib.Path(root) / "showcase.ipynb", CELLS)
@@ -94,6 +118,10 @@ def main(argv=None) -> int:
         page.hover(".lm-Menu-itemLabel:text-is('Theme')")
         page.click(".lm-Menu-itemLabel:text-is('JupyterLab Light')")
         browser.close()
+    return _report(errors)
+
+
+def _report(errors: list[str]) -> int:
     bad = [e for e in errors if "favicon" not in e]
     for e in bad:
         print(f"browser console error: {e}", file=sys.stderr)
