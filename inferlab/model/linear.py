@@ -1,6 +1,6 @@
 """The linear layers' matrix multiply: torch's reference path or oneDNN, with or without
-prepacked weights. ~90% of a step on a CPU is these GEMMs (BENCHMARKS.md, "Where a step's
-time goes").
+prepacked weights, and a numba GEMV for single rows. With torch's GEMMs ~90% of a CPU step was
+these (BENCHMARKS.md, section "Speed").
 
 * ``"torch"``: ``torch.nn.functional.linear`` (MKL on x86). The readable reference path;
   the only one on a GPU.
