@@ -120,3 +120,16 @@ def test_quoted_clock_error_is_the_recorded_validation():
     assert round(rec["median_abs_error"], 2) == VALIDATED_ERROR["median"]
     assert round(rec["worst_abs_error"], 2) == VALIDATED_ERROR["worst"]
     assert f"{VALIDATED_ERROR['median']:.0%} median" in _kit.SIM_LABEL
+
+
+def test_bench_roofline_reports_every_batch_and_its_split():
+    """`inferlab bench roofline` on the tiny model: a row per batch with the split's parts
+    (what it measures is its business; here only that it reports it)."""
+    from inferlab.bench.roofline import main
+    lines = []
+    res = main(batches=(1, 2), model="tiny", repeats=1, linear_backend="torch", out=lines.append)
+    assert sorted(res["rows"]) == [1, 2]
+    for row in res["rows"].values():
+        assert {"ideal", "step", "linear", "attention", "sampling", "other forward",
+                "host", "share"} <= set(row)
+    assert "linear backend torch" in lines[0] and len(lines) == 3 + 2 + 1
