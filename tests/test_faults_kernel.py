@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-jupyter_client = pytest.importorskip("jupyter_client")
+import jupyter_client  # a dependency of jupyterlab: missing means a broken setup, not a skip
 
 SETUP = """
 import time
