@@ -23,16 +23,12 @@ import time
 
 from inferlab.core.shapes import cdiv, kv_bytes_per_token
 from inferlab.sim.costmodel import step_flops
+from inferlab.sim.this_cpu import timed
 
 
 def _median_time(fn, repeats: int) -> float:
-    fn()                                               # warm up (numba dispatch, allocator)
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return statistics.median(out)
+    """Median seconds of ``repeats`` calls after a warm-up (numba dispatch, allocator)."""
+    return statistics.median(timed(fn, repeats))
 
 
 def measure_parts(eng, chunks, repeats: int = 3) -> dict[str, float]:

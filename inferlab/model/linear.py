@@ -114,8 +114,6 @@ class Linear:
                     cache = (key, torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT_ROWS))
                 object.__setattr__(owner, _PACKED_ATTR, cache)   # plain attribute
             self._packed[id(w)] = (w, cache[1])                  # w kept: its id stays its own
-        if self._gemv:
-            w = w.contiguous()
         return w
 
     def packed(self, w: torch.Tensor) -> torch.Tensor | None:

@@ -53,7 +53,8 @@ def is_this_cpu(name) -> bool:
     return isinstance(name, str) and norm_name(name) == norm_name(NAME)
 
 
-def _timed(fn, repeats: int) -> list[float]:
+def timed(fn, repeats: int) -> list[float]:
+    """Seconds of ``repeats`` calls of ``fn`` after one untimed warm-up call."""
     fn()                                                      # warm up (allocation, threads)
     out = []
     for _ in range(repeats):
@@ -72,10 +73,10 @@ def measure_sgemm_flops(shapes=SGEMM_SHAPES, repeats: int = 5) -> float:
     rates = []
     for m, k, n in shapes:
         a, b = torch.randn(m, k), torch.randn(k, n)              # [m, k] x [k, n]
-        dt = statistics.median(_timed(lambda: torch.mm(a, b), repeats))
+        dt = statistics.median(timed(lambda: torch.mm(a, b), repeats))
         if dnn:
             w = torch.ops.mkldnn._reorder_linear_weight(b.t().contiguous(), m)   # [n, k]
-            dt = min(dt, statistics.median(_timed(
+            dt = min(dt, statistics.median(timed(
                 lambda: torch.ops.mkldnn._linear_pointwise(a, w, None, "none", [], ""), repeats)))
         rates.append(2.0 * m * k * n / dt)
     return statistics.median(rates)
@@ -87,8 +88,8 @@ def measure_bandwidth(nbytes: int = STREAM_BYTES, repeats: int = 5) -> dict[str,
     import torch
     x = torch.ones(nbytes // 4)                               # [n] fp32
     y = torch.empty_like(x)
-    copy = 2.0 * nbytes / statistics.median(_timed(lambda: y.copy_(x), repeats))
-    read = 1.0 * nbytes / statistics.median(_timed(lambda: x.sum(), repeats))
+    copy = 2.0 * nbytes / statistics.median(timed(lambda: y.copy_(x), repeats))
+    read = 1.0 * nbytes / statistics.median(timed(lambda: x.sum(), repeats))
     return {"copy": copy, "read": read, "bandwidth": max(copy, read)}
 
 
@@ -100,7 +101,7 @@ def measure_op_latency(ops: int = 2000, repeats: int = 5) -> float:
     def loop():
         for _ in range(ops):
             torch.add(x, 1.0)
-    return statistics.median(_timed(loop, repeats)) / ops
+    return statistics.median(timed(loop, repeats)) / ops
 
 
 def memory_bytes() -> int:
