@@ -49,7 +49,7 @@ def memory_bandwidth(mb: int = 512) -> dict:
     src = np.ones(mb * 2 ** 20 // 4, np.float32)
     dst = np.empty_like(src)
     copy_s = median_time(lambda: np.copyto(dst, src), 5)
-    with numba_cpu._LOCK:
+    with numba_cpu.LOCK:
         read_s = median_time(lambda: read_all(src), 5)
     return {"copy_gbs": 2 * src.nbytes / copy_s / 1e9, "read_gbs": src.nbytes / read_s / 1e9}
 

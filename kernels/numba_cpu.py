@@ -27,11 +27,11 @@ from numba import njit, prange
 
 # The OpenMP threading layer took ~12 ms per parallel call on the 2-core dev VM (thread wake-up
 # latency) against ~0.08 ms for numba's own workqueue; the work here is coarse, so workqueue
-# loses nothing elsewhere. It is not safe for concurrent launches, hence _LOCK. An explicit
+# loses nothing elsewhere. It is not safe for concurrent launches, hence LOCK. An explicit
 # NUMBA_THREADING_LAYER in the environment wins.
 if "NUMBA_THREADING_LAYER" not in os.environ:
     numba.config.THREADING_LAYER = "workqueue"
-_LOCK = threading.Lock()
+LOCK = threading.Lock()
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}
 Q_TILE = 16                  # query tokens per prefill work item: K/V reuse vs. load balance
@@ -39,7 +39,7 @@ PARALLEL_MIN_BYTES = 1 << 20  # below ~1 MB of K/V a thread fork costs more than
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _attend_rows(q, k_cache, v_cache, table, row0, nrows, pos0, kvh, group, scale, out):
+def attend_rows(q, k_cache, v_cache, table, row0, nrows, pos0, kvh, group, scale, out):
     """Query rows row0..row0+nrows-1 of ``q`` (token positions pos0.. in their sequence, whose
     physical blocks are ``table``) attend causally to the cached keys 0..pos, for the ``group``
     query heads of kv head ``kvh``. Writes those rows/heads of ``out``."""
@@ -113,7 +113,7 @@ def _decode_item(i, q, k_cache, v_cache, block_tables, seq_lens, scale, out):
     # work item i = (sequence, kv head); q, out [S, H, D]
     num_kv_heads = k_cache.shape[2]
     s, kvh = i // num_kv_heads, i % num_kv_heads
-    _attend_rows(q, k_cache, v_cache, block_tables[s], s, 1, seq_lens[s] - 1, kvh,
+    attend_rows(q, k_cache, v_cache, block_tables[s], s, 1, seq_lens[s] - 1, kvh,
                  q.shape[1] // num_kv_heads, scale, out)
 
 
@@ -122,7 +122,7 @@ def _prefill_item(i, q, k_cache, v_cache, block_tables, work, scale, out):
     # work item i = (tile, kv head); work [W, 4] = (seq, first q row, rows, pos of first row)
     num_kv_heads = k_cache.shape[2]
     w, kvh = i // num_kv_heads, i % num_kv_heads
-    _attend_rows(q, k_cache, v_cache, block_tables[work[w, 0]], work[w, 1], work[w, 2],
+    attend_rows(q, k_cache, v_cache, block_tables[work[w, 0]], work[w, 1], work[w, 2],
                  work[w, 3], kvh, q.shape[1] // num_kv_heads, scale, out)
 
 
@@ -154,7 +154,7 @@ def _prefill_parallel(q, k_cache, v_cache, block_tables, work, scale, out):
 def _run(serial, parallel, kv_bytes, *args):
     if kv_bytes < PARALLEL_MIN_BYTES or numba.config.NUMBA_NUM_THREADS == 1:
         return serial(*args)
-    with _LOCK:
+    with LOCK:
         return parallel(*args)
 
 

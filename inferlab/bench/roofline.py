@@ -185,15 +185,21 @@ def main(batches=(1, 8, 32), model=None, repeats: int = 5, linear_backend: str =
         f"{eng.runner.backend}, {mach['threads']} threads, load {os.getloadavg()[0]:.2f}")
     out(f"this machine: sgemm {mach['sgemm_flops'] / 1e9:.0f} GFLOP/s, memory bandwidth "
         f"{mach['read_bandwidth'] / 1e9:.1f} GB/s")
-    out(f"{'batch':>5} {'ideal ms':>9} {'step ms':>8} {'share':>6} {'tok/s':>7}   split of the "
-        "step (ms): linear | attention | sampling | other forward | host")
+    out(f"{'batch':>5} {'ideal ms':>9} {'step ms':>8} {'share':>6} {'tok/s':>7} {'forward':>8}   "
+        "split of the step (ms): linear | attention | sampling | other forward | host")
+    fused = eng.runner.model.fusable and eng.runner.backend == "numba-cpu"
     rows = {}
     for b in batches:
         s = split(eng, b, repeats)
         ideal = ideal_step_s(shape, [(1, s["context"])] * b, mach) * 1e3
-        rows[b] = {**s, "ideal": ideal, "share": ideal / s["step"], "tok_s": b / s["step"] * 1e3}
+        path = "fused" if b == 1 and fused else "per-op"
+        rows[b] = {**s, "ideal": ideal, "share": ideal / s["step"], "tok_s": b / s["step"] * 1e3,
+                   "forward": path}
         out(f"{b:5d} {ideal:9.1f} {s['step']:8.1f} {ideal / s['step']:6.0%} "
-            f"{b / s['step'] * 1e3:7.1f}   {s['linear']:.1f} | {s['attention']:.1f} | "
+            f"{b / s['step'] * 1e3:7.1f} {path:>8}   {s['linear']:.1f} | {s['attention']:.1f} | "
             f"{s['sampling']:.1f} | {s['other forward']:.1f} | {s['host']:.1f}")
+    if fused and 1 in batches:
+        out("fused: batch 1 runs as one numba call (model/fused_decode.py); its split times the "
+            "same GEMVs and attention op by op, outside that call")
     out(f"load after {os.getloadavg()[0]:.2f}")
     return {"machine": mach, "rows": rows}

@@ -30,7 +30,7 @@ class EngineConfig:
     long_prefill_token_threshold: int | None = 0   # prompt tokens per request per step; 0 = off
     contiguous_reserve: str = "max_model_len"
     attention_backend: str = "auto"     # or one of inferlab.kernels.ALL_BACKENDS (checked by the runner)
-    linear_backend: str = "auto"        # GEMMs: "torch" (reference), "onednn", "onednn-packed" (model/linear.py)
+    linear_backend: str = "auto"        # GEMMs: "torch" (reference), "onednn[-packed]", "numba+..." (model/linear.py)
     clock: str = "wall"                 # "wall" or a GPU profile name, e.g. "H100" (checked by sim)
     sim_model: str | None = None        # model shape the simulated clock prices (None = the real one)
     dtype: str = "float32"

@@ -13,6 +13,7 @@ import torch
 from inferlab import kernels
 
 from ..core.shapes import ModelShape
+from .fused_decode import FusedDecode
 from .linear import Linear
 
 
@@ -90,6 +91,10 @@ class LlamaForward:
         self.rope_scaling = float(getattr(rope, "attention_scaling", 1.0))
         self.dtype = self.embed.dtype
         self.device = self.embed.device
+        # One sequence decoding: one numba call for the whole pass (model/fused_decode.py).
+        self.fusable = (linear_backend.startswith("numba+") and self.dtype == torch.float32
+                        and self.device.type == "cpu")
+        self._fused = None
         _release_freed_memory()
 
     def rms_norm(self, x, w):
@@ -116,6 +121,12 @@ class LlamaForward:
                 logits_indices):
         """input_ids, positions: [T]; returns logits [len(logits_indices), vocab]."""
         T = input_ids.shape[0]
+        if (T == 1 and self.fusable and meta.decode_only and meta.backend == "numba-cpu"
+                and logits_indices.shape[0] == 1):
+            if self._fused is None:
+                self._fused = FusedDecode(self)
+            return self._fused(int(input_ids[0]), int(positions[0]), meta.block_tables[0].numpy(),
+                               k_caches, v_caches)
         H, KVH, D = self.num_heads, self.num_kv_heads, self.head_dim
         x = self.embed[input_ids]                                      # [T, hidden]
         cos, sin = self.rotary(positions)
