@@ -2,7 +2,9 @@
 
 It reads the real weights of a loaded transformers model and runs every scheduled token
 of every request through one packed forward: no padding, no per-request loop outside
-attention. Attention itself lives in ``inferlab.kernels``.
+attention. Attention itself lives in ``inferlab.kernels``. ``forward`` below, op by op in
+torch, is the readable reference; with a ``numba+`` linear backend and numba attention the
+same pass runs fused (model/fused_decode.py for one row, model/fused_ops.py for more).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import torch
 from inferlab import kernels
 
 from ..core.shapes import ModelShape
+from . import fused_ops
 from .fused_decode import FusedDecode
 from .linear import Linear
 
@@ -91,7 +94,8 @@ class LlamaForward:
         self.rope_scaling = float(getattr(rope, "attention_scaling", 1.0))
         self.dtype = self.embed.dtype
         self.device = self.embed.device
-        # One sequence decoding: one numba call for the whole pass (model/fused_decode.py).
+        # With numba GEMVs and numba attention: one sequence decoding runs as one numba call
+        # (model/fused_decode.py), more rows with the small ops fused (model/fused_ops.py).
         self.fusable = (linear_backend.startswith("numba+") and self.dtype == torch.float32
                         and self.device.type == "cpu")
         self._fused = None
@@ -121,12 +125,14 @@ class LlamaForward:
                 logits_indices):
         """input_ids, positions: [T]; returns logits [len(logits_indices), vocab]."""
         T = input_ids.shape[0]
-        if (T == 1 and self.fusable and meta.decode_only and meta.backend == "numba-cpu"
-                and logits_indices.shape[0] == 1):
-            if self._fused is None:
-                self._fused = FusedDecode(self)
-            return self._fused(int(input_ids[0]), int(positions[0]), meta.block_tables[0].numpy(),
-                               k_caches, v_caches)
+        if self.fusable and meta.backend == "numba-cpu":      # the fast paths (module docs)
+            if T == 1 and meta.decode_only and logits_indices.shape[0] == 1:
+                if self._fused is None:
+                    self._fused = FusedDecode(self)
+                return self._fused(int(input_ids[0]), int(positions[0]),
+                                   meta.block_tables[0].numpy(), k_caches, v_caches)
+            return fused_ops.forward(self, input_ids, positions, meta, k_caches, v_caches,
+                                     logits_indices)
         H, KVH, D = self.num_heads, self.num_kv_heads, self.head_dim
         x = self.embed[input_ids]                                      # [T, hidden]
         cos, sin = self.rotary(positions)

@@ -1,0 +1,136 @@
+"""The fused forwards (model/fused_decode.py for one decoding sequence, model/fused_ops.py for
+more rows) against the op-by-op forward they replace (model/llama.py), on the same weights and
+the same paged cache: logits, the K/V each writes, and greedy tokens against transformers."""
+import itertools
+
+import pytest
+import torch
+
+import inferlab as il
+from inferlab.core.shapes import cdiv
+from inferlab.model.llama import AttentionMetadata, LlamaForward
+
+from test_parity import check_parity
+
+
+def _meta(tables, starts, counts, bs):
+    slots = [t[p // bs] * bs + p % bs for t, s, n in zip(tables, starts, counts)
+             for p in range(s, s + n)]
+    width = max(len(t) for t in tables)
+    return AttentionMetadata(
+        slot_mapping=torch.tensor(slots),
+        block_tables=torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32),
+        seq_lens=torch.tensor([s + n for s, n in zip(starts, counts)], dtype=torch.int32),
+        query_start_loc=torch.tensor([0] + list(itertools.accumulate(counts)), dtype=torch.int32),
+        decode_only=all(n == 1 for n in counts), backend="numba-cpu")
+
+
+def fused_vs_per_op(fwd: LlamaForward, seqs, block_size=16):
+    """Each (ids, cached) of ``seqs``: its first ``cached`` tokens go into the paged cache first
+    (op by op), then one step runs the rest of every sequence together, fused and op by op.
+    Returns (logits of each sequence's last token, K and V written by the step) of each way."""
+    need = [cdiv(len(ids), block_size) for ids, _ in seqs]
+    nb = sum(need) + 2
+    shape = (fwd.num_layers, nb, block_size, fwd.num_kv_heads, fwd.head_dim)
+    kc, vc = torch.zeros(shape), torch.zeros(shape)
+    free = list(range(nb - 1, 0, -1))                        # not in block order
+    tables = [[free.pop() if i % 2 else free.pop(0) for i in range(n)] for n in need]
+    fwd.fusable = False
+    for (ids, cached), table in zip(seqs, tables):
+        if cached:
+            fwd.forward(torch.tensor(ids[:cached]), torch.arange(cached),
+                        _meta([table], [0], [cached], block_size), kc, vc, torch.tensor([0]))
+    ids = torch.tensor([t for s, c in seqs for t in s[c:]])
+    pos = torch.tensor([p for s, c in seqs for p in range(c, len(s))])
+    meta = _meta(tables, [c for _, c in seqs], [len(s) - c for s, c in seqs], block_size)
+    last = meta.query_start_loc[1:].long() - 1
+    written = meta.slot_mapping
+    results = []
+    for fused in (True, False):
+        fwd.fusable = fused
+        logits = fwd.forward(ids, pos, meta, kc, vc, last)
+        k = kc.transpose(0, 1).reshape(nb * block_size, fwd.num_layers, -1)[written].clone()
+        v = vc.transpose(0, 1).reshape(nb * block_size, fwd.num_layers, -1)[written].clone()
+        results.append((logits, k, v))
+    fwd.fusable = True
+    return results
+
+
+def assert_close(results, tol):
+    (lf, kf, vf), (lr, kr, vr) = results
+    assert lf.shape == lr.shape
+    assert (lf - lr).abs().max().item() < tol
+    assert (kf - kr).abs().max().item() < tol and kf.abs().max() > 0    # rotary on k as well
+    assert (vf - vr).abs().max().item() < tol and vf.abs().max() > 0
+    assert torch.equal(lf.argmax(-1), lr.argmax(-1))
+
+
+@pytest.mark.parametrize("n, block_size", [(1, 16), (5, 3), (16, 16), (17, 16), (40, 3)])
+def test_tiny_llama_fused_matches_per_op(n, block_size):
+    eng = il.Engine("tiny", num_blocks=8, linear_backend="numba+onednn")
+    ids = [(7 * i + 3) % eng.vocab_size for i in range(n)]
+    assert_close(fused_vs_per_op(eng.runner.model, [(ids, n - 1)], block_size), 1e-4)
+
+
+@pytest.mark.parametrize("block_size", [16, 3])
+@pytest.mark.parametrize("lens", [
+    [(20, 0)], [(20, 0), (7, 0), (33, 0)],              # prefill: one prompt, three prompts
+    [(13, 12), (31, 30), (5, 4), (41, 40)],              # four sequences decoding
+    [(40, 39), (21, 0), (35, 20)],                       # mixed: decoding, a prompt, a 2nd chunk
+], ids=["prefill", "prefill-3", "decode-4", "mixed"])
+def test_tiny_llama_fused_rows_match_per_op(block_size, lens):
+    eng = il.Engine("tiny", num_blocks=8, linear_backend="numba+onednn")
+    seqs = [([(11 * i + 7 * s) % eng.vocab_size for i in range(n)], c)
+            for s, (n, c) in enumerate(lens)]
+    assert_close(fused_vs_per_op(eng.runner.model, seqs, block_size), 1e-4)
+
+
+def test_qwen2_biases_and_tied_shapes_fused_match_per_op():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=256)
+    hf = Qwen2ForCausalLM(cfg).eval()
+    with torch.no_grad():                        # random biases (transformers starts them at 0)
+        for layer in hf.model.layers:
+            for p in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                p.bias.normal_(0, 0.5)
+    fwd = LlamaForward(hf, "numba+onednn")
+    assert fwd.layers[0].bqkv is not None
+    assert_close(fused_vs_per_op(fwd, [(list(range(10, 50)), 39)], 4), 1e-4)
+    assert_close(fused_vs_per_op(fwd, [(list(range(10, 50)), 30), (list(range(60, 70)), 0)], 4),
+                 1e-4)
+
+
+def test_fused_only_where_it_applies():
+    """The op-by-op path runs for other linear/attention backends and for more than one row."""
+    for linear, fusable in (("numba+onednn", True), ("onednn", False), ("torch", False)):
+        assert il.Engine("tiny", num_blocks=8, linear_backend=linear).runner.model.fusable is fusable
+    eng = il.Engine("tiny", num_blocks=8, attention_backend="reference",
+                    linear_backend="numba+onednn")
+    eng.generate([[5, 6, 7]], il.SamplingParams(max_tokens=4), use_tqdm=False)
+    assert eng.runner.model._fused is None                   # reference attention: not fused
+
+
+@pytest.mark.parametrize("block_size", [16, 3])
+def test_tiny_one_at_a_time_greedy_matches_transformers(block_size):
+    eng = il.Engine("tiny", block_size=block_size, num_blocks=256, max_num_seqs=1,
+                    linear_backend="numba+onednn")
+    check_parity(eng, eng.loaded.hf_model, n=16)
+    assert eng.runner.model._fused is not None                 # every decode step ran fused
+
+
+@pytest.mark.slow
+def test_smollm2_long_context_fused_matches_per_op(smollm2):
+    """~800 cached tokens: attention runs over both cores inside the fused call."""
+    eng = il.Engine(block_size=16, linear_backend="numba+onednn")
+    ids = eng.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 80)[:800]
+    assert_close(fused_vs_per_op(eng.runner.model, [(ids, 799)]), 1e-3)
+    assert_close(fused_vs_per_op(eng.runner.model, [(ids, 700), (ids[:300], 299)]), 1e-3)
+
+
+@pytest.mark.slow
+def test_smollm2_one_at_a_time_greedy_matches_transformers(smollm2):
+    eng = il.Engine(block_size=16, max_num_seqs=1, linear_backend="numba+onednn-packed")
+    check_parity(eng, smollm2.hf_model)
+    assert eng.runner.model._fused is not None
