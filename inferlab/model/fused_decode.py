@@ -32,7 +32,7 @@ import torch
 def _kernel():
     from numba import njit, prange
 
-    from inferlab.kernels.numba_cpu import FASTMATH, PARALLEL_MIN_BYTES, attend_rows
+    from inferlab.kernels.numba_cpu import FASTMATH, attend_rows
 
     @njit(cache=True, fastmath=FASTMATH)
     def rms_norm(x, w, eps, out):
@@ -46,7 +46,7 @@ def _kernel():
     @njit(parallel=True, cache=True, fastmath=FASTMATH)
     def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
                 final_norm, lm_head, inv_freq, rope_scale, eps, scale, num_heads,
-                k_cache, v_cache, logits):
+                k_cache, v_cache, attend_parallel, logits):
         hidden = embed.shape[1]
         bs, kvh_n, d_n = k_cache.shape[2], k_cache.shape[3], k_cache.shape[4]
         group = num_heads // kvh_n
@@ -66,7 +66,6 @@ def _kernel():
             cos[j] = np.cos(f) * rope_scale
             sin[j] = np.sin(f) * rope_scale
         blk, off = table[pos // bs], pos % bs
-        attend_parallel = (pos + 1) * 2 * kvh_n * d_n * 4 >= PARALLEL_MIN_BYTES
         for li in range(len(wqkv)):
             rms_norm(x, in_norm[li], eps, h)
             w = wqkv[li]
@@ -157,12 +156,14 @@ class FusedDecode:
     def __call__(self, token: int, pos: int, table, k_cache, v_cache) -> torch.Tensor:
         """Logits [1, vocab] of ``token`` at position ``pos`` of the sequence whose block table
         is ``table`` [max_blocks] int32; writes its K/V into the caches [L, blocks, bs, KVH, D]."""
-        from inferlab.kernels.numba_cpu import LOCK
+        from inferlab.kernels.numba_cpu import LOCK, PARALLEL_MIN_BYTES
         (embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown, norm, lm_head, inv_freq,
          rope, eps, scale, heads) = self._args
         logits = torch.empty((1, self.vocab), dtype=torch.float32)
+        kv_bytes = (pos + 1) * 2 * k_cache.shape[-2] * k_cache.shape[-1] * 4     # K+V read
         with LOCK:
             _kernel()(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
                       norm, lm_head, inv_freq, rope, eps, scale, heads,
-                      k_cache.numpy(), v_cache.numpy(), logits[0].numpy())
+                      k_cache.numpy(), v_cache.numpy(), kv_bytes >= PARALLEL_MIN_BYTES,
+                      logits[0].numpy())
         return logits

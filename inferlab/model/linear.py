@@ -73,6 +73,8 @@ def _gemv_kernel():
     import numba
     import numpy as np
 
+    from inferlab.kernels import numba_cpu   # noqa: F401  (chooses numba's threading layer)
+
     @numba.njit(parallel=True, fastmath=True, cache=True)
     def gemv(w, x, y):                   # y[n] = sum_k w[n, k] * x[k]; rows split over cores
         n, k = w.shape
