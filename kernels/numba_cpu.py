@@ -27,43 +27,37 @@ from numba import njit, prange
 
 
 
-def shares_torch_openmp() -> bool:
-    """Whether numba's OpenMP layer would run on torch's own OpenMP runtime: true when torch
-    loaded GNU OpenMP under its plain soname ``libgomp.so.1`` (the CPU wheels from PyTorch's
-    index, Debian's), which numba's ``omppool`` then binds to as well -- one thread pool for
-    both. Not when torch carries a renamed copy (``libgomp-<hash>.so.1``, PyPI's manylinux
-    wheels) or another runtime: two pools on the same cores spin against each other."""
-    import torch  # noqa: F401  (loads torch's OpenMP, if any)
+def _omp_layer_loads() -> bool:
+    """Whether numba's GNU OpenMP threading layer can load here (it needs libgomp)."""
     try:
-        with open("/proc/self/maps") as f:
-            libs = {os.path.basename(line.split()[-1]) for line in f if "omp" in line}
-    except OSError:                                   # not Linux
+        from numba.np.ufunc import omppool  # noqa: F401
+    except (ImportError, OSError):
         return False
-    openmp = {n for n in libs if n.startswith(("libgomp", "libiomp", "libomp"))}
-    return bool(openmp) and all(n.startswith("libgomp.so.1") for n in openmp)
+    return True
 
 
-# Threading layer. Numba's own "workqueue" pool sleeps between launches; on this 2-vCPU VM
-# waking it cost 80-100 us per parallel region (an empty prange: 83 us), which the fused
-# decode pays ~150 times a step. Sharing torch's OpenMP pool, whose threads are still spinning
-# from the last GEMM, A B A B in separate processes: decode step at batch 1 17.8-19.7 ms (omp)
-# vs 29.2-29.5 (workqueue), batch 32 69.5-69.9 vs 83.5-84.0 (BENCHMARKS.md, "Speed"). A
-# separate OpenMP runtime would fight torch's for the cores instead, so "omp" only when shared.
-# The pool is not safe for concurrent launches, hence LOCK. NUMBA_THREADING_LAYER wins.
-SHARED_POOL = "NUMBA_THREADING_LAYER" not in os.environ and shares_torch_openmp()
-if SHARED_POOL:
-    numba.config.THREADING_LAYER = "default"
-    numba.config.THREADING_LAYER_PRIORITY = ["omp", "workqueue", "tbb"]
-elif "NUMBA_THREADING_LAYER" not in os.environ:
-    numba.config.THREADING_LAYER = "workqueue"
+# Threading layer. Numba's own "workqueue" threads sleep on a condition variable between
+# launches; on this 2-vCPU VM waking them cost 80-100 us per parallel region (an empty prange:
+# 83 us), which the fused decode pays ~150 times a step. GNU OpenMP's workers spin a while
+# before they sleep, so back-to-back regions start in ~1.5 us. (numba's omppool binds the
+# system's libgomp, torch its own copy: two runtimes, each with a worker that spins after its
+# region.) Measured A B A B in separate processes, decode step: batch 1 17.8-19.7 ms (omp) vs
+# 29.2-29.5 (workqueue), batch 32 69.5-69.9 vs 83.5-84.0 (BENCHMARKS.md, "Speed"). Without
+# libgomp, workqueue. Launches are not safe from two threads at once, hence LOCK.
+# NUMBA_THREADING_LAYER in the environment wins.
+if "NUMBA_THREADING_LAYER" in os.environ:
+    OMP_LAYER = numba.config.THREADING_LAYER == "omp"
+else:
+    OMP_LAYER = _omp_layer_loads()
+    numba.config.THREADING_LAYER = "omp" if OMP_LAYER else "workqueue"
 LOCK = threading.Lock()
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}
 Q_TILE = 16                  # query tokens per prefill work item: K/V reuse vs. load balance
 # Below this much K/V a parallel launch costs more than it saves: ~1 MB with workqueue's
-# wake-ups, ~256 KB on the shared pool (decode at 4 x 64 tokens, 393 KB: 31 us serial, 18 us
+# wake-ups, ~256 KB with OpenMP's (decode at 4 x 64 tokens, 393 KB: 31 us serial, 18 us
 # parallel; one sequence at 256 tokens: 32 vs 30 us).
-PARALLEL_MIN_BYTES = 1 << 18 if SHARED_POOL else 1 << 20
+PARALLEL_MIN_BYTES = 1 << 18 if OMP_LAYER else 1 << 20
 
 
 @njit(cache=True, fastmath=FASTMATH)

@@ -192,14 +192,15 @@ def main(batches=(1, 8, 32), model=None, repeats: int = 5, linear_backend: str =
     for b in batches:
         s = split(eng, b, repeats)
         ideal = ideal_step_s(shape, [(1, s["context"])] * b, mach) * 1e3
-        path = "fused" if b == 1 and fused else "per-op"
+        path = ("1 call" if b == 1 else "fused") if fused else "per-op"
         rows[b] = {**s, "ideal": ideal, "share": ideal / s["step"], "tok_s": b / s["step"] * 1e3,
                    "forward": path}
         out(f"{b:5d} {ideal:9.1f} {s['step']:8.1f} {ideal / s['step']:6.0%} "
             f"{b / s['step'] * 1e3:7.1f} {path:>8}   {s['linear']:.1f} | {s['attention']:.1f} | "
             f"{s['sampling']:.1f} | {s['other forward']:.1f} | {s['host']:.1f}")
-    if fused and 1 in batches:
-        out("fused: batch 1 runs as one numba call (model/fused_decode.py); its split times the "
-            "same GEMVs and attention op by op, outside that call")
+    if fused:
+        out("forward: '1 call' = the whole pass in one numba call (model/fused_decode.py), 'fused' "
+            "= small ops fused (model/fused_ops.py); the split times the same linear layers and "
+            "attention on their own, so at batch 1 its parts exceed the fused step")
     out(f"load after {os.getloadavg()[0]:.2f}")
     return {"machine": mach, "rows": rows}

@@ -88,8 +88,10 @@ def _gemv_kernel():
 
 def gemv(x: torch.Tensor, w: torch.Tensor, bias=None) -> torch.Tensor:
     """``F.linear`` for one row of float32 ``x`` [1, in] and a contiguous ``w`` [out, in]."""
+    from inferlab.kernels.numba_cpu import LOCK       # one parallel launch at a time
     y = torch.empty((1, w.shape[0]), dtype=x.dtype)
-    _gemv_kernel()(w.numpy(), x.reshape(-1).contiguous().numpy(), y[0].numpy())
+    with LOCK:
+        _gemv_kernel()(w.numpy(), x.reshape(-1).contiguous().numpy(), y[0].numpy())
     return y if bias is None else y + bias
 
 
