@@ -134,3 +134,27 @@ def test_smollm2_one_at_a_time_greedy_matches_transformers(smollm2):
     eng = il.Engine(block_size=16, max_num_seqs=1, linear_backend="numba+onednn-packed")
     check_parity(eng, smollm2.hf_model)
     assert eng.runner.model._fused is not None
+
+
+@pytest.mark.slow
+def test_fused_kernels_load_from_numbas_cache_in_a_new_process(tmp_path):
+    """The second process finds every compiled kernel on disk (a jitted closure that calls
+    another misses numba's cache and recompiles in every process: +10 s per Engine())."""
+    import os
+    import subprocess
+    import sys
+    code = ("import inferlab as il\n"
+            "e = il.Engine('tiny', num_blocks=64, linear_backend='numba+onednn')\n"
+            "e.generate([[5, 6, 7], [9]], il.SamplingParams(max_tokens=3), use_tqdm=False)\n"
+            "e = il.Engine('tiny', num_blocks=64, max_num_seqs=1, linear_backend='numba+onednn')\n"
+            "e.generate([[5, 6, 7]], il.SamplingParams(max_tokens=3), use_tqdm=False)\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_DEBUG_CACHE": "1"}
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=600) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    saved = lambda r: sorted({line.split("'")[1].rsplit("/", 1)[-1].split(".py")[0]
+                              for line in r.stdout.splitlines() if "data saved" in line})
+    first = " ".join(saved(runs[0]))
+    assert "fused_decode.forward" in first and "fused_ops.add_rms_rows" in first, first
+    assert saved(runs[1]) == [], saved(runs[1])                   # nothing compiled again

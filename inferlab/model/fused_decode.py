@@ -22,124 +22,113 @@ the model is float32 on the CPU, and the step is one sequence decoding one token
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import torch
+from numba import njit, prange
+
+from inferlab.kernels.numba_cpu import FASTMATH, LOCK, PARALLEL_MIN_BYTES, attend_rows
 
 
-@functools.cache
-def _kernel():
-    from numba import njit, prange
+@njit(cache=True, fastmath=FASTMATH)
+def rms_norm(x, w, eps, out):
+    ss = np.float32(0.0)
+    for i in range(x.shape[0]):
+        ss += x[i] * x[i]
+    inv = np.float32(1.0) / np.sqrt(ss / np.float32(x.shape[0]) + np.float32(eps))
+    for i in range(x.shape[0]):
+        out[i] = x[i] * inv * w[i]
 
-    from inferlab.kernels.numba_cpu import FASTMATH, attend_rows
 
-    @njit(cache=True, fastmath=FASTMATH)
-    def rms_norm(x, w, eps, out):
-        ss = np.float32(0.0)
-        for i in range(x.shape[0]):
-            ss += x[i] * x[i]
-        inv = np.float32(1.0) / np.sqrt(ss / np.float32(x.shape[0]) + np.float32(eps))
-        for i in range(x.shape[0]):
-            out[i] = x[i] * inv * w[i]
-
-    @njit(parallel=True, cache=True, fastmath=FASTMATH)
-    def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
-                final_norm, lm_head, inv_freq, rope_scale, eps, scale, num_heads,
-                k_cache, v_cache, attend_parallel, logits):
-        hidden = embed.shape[1]
-        bs, kvh_n, d_n = k_cache.shape[2], k_cache.shape[3], k_cache.shape[4]
-        group = num_heads // kvh_n
-        n_qkv = (num_heads + 2 * kvh_n) * d_n
-        inter = wdown[0].shape[1]
-        half = d_n // 2
-        x = embed[token].copy()                                  # [hidden] the residual stream
-        h = np.empty(hidden, np.float32)                         # [hidden] normed input
-        qkv = np.empty(n_qkv, np.float32)                        # [(H + 2 KVH) * D]
-        q = np.empty((1, num_heads, d_n), np.float32)            # [1, H, D]
-        o = np.empty((1, num_heads, d_n), np.float32)            # [1, H, D]
-        act = np.empty(inter, np.float32)                        # [intermediate]
-        cos = np.empty(half, np.float32)
-        sin = np.empty(half, np.float32)
-        for j in range(half):
-            f = np.float32(pos) * inv_freq[j]
-            cos[j] = np.cos(f) * rope_scale
-            sin[j] = np.sin(f) * rope_scale
-        blk, off = table[pos // bs], pos % bs
-        for li in range(len(wqkv)):
-            rms_norm(x, in_norm[li], eps, h)
-            w = wqkv[li]
-            for i in prange(n_qkv):
-                acc = np.float32(0.0)
-                for j in range(hidden):
-                    acc += w[i, j] * h[j]
-                qkv[i] = acc
-            b = bqkv[li]
-            for i in range(b.shape[0]):
-                qkv[i] += b[i]
-            for head in range(num_heads + kvh_n):                 # rotary on q and k heads
-                base = head * d_n
-                for j in range(half):
-                    a, c = qkv[base + j], qkv[base + half + j]
-                    qkv[base + j] = a * cos[j] - c * sin[j]
-                    qkv[base + half + j] = c * cos[j] + a * sin[j]
-            for head in range(num_heads):
-                for j in range(d_n):
-                    q[0, head, j] = qkv[head * d_n + j]
-            kc, vc = k_cache[li], v_cache[li]                     # [blocks, bs, KVH, D]
-            for head in range(kvh_n):
-                for j in range(d_n):
-                    kc[blk, off, head, j] = qkv[(num_heads + head) * d_n + j]
-                    vc[blk, off, head, j] = qkv[(num_heads + kvh_n + head) * d_n + j]
-            if attend_parallel:
-                for head in prange(kvh_n):
-                    attend_rows(q, kc, vc, table, 0, 1, pos, head, group, scale, o)
-            else:
-                for head in range(kvh_n):
-                    attend_rows(q, kc, vc, table, 0, 1, pos, head, group, scale, o)
-            of = o.reshape(num_heads * d_n)
-            w = wo[li]
-            for i in prange(hidden):
-                acc = np.float32(0.0)
-                for j in range(of.shape[0]):
-                    acc += w[i, j] * of[j]
-                x[i] += acc
-            rms_norm(x, post_norm[li], eps, h)
-            w = wgu[li]                                           # [gate; up] rows
-            for i in prange(inter):
-                g = np.float32(0.0)
-                u = np.float32(0.0)
-                for j in range(hidden):
-                    g += w[i, j] * h[j]
-                    u += w[inter + i, j] * h[j]
-                act[i] = g / (np.float32(1.0) + np.exp(-g)) * u
-            w = wdown[li]
-            for i in prange(hidden):
-                acc = np.float32(0.0)
-                for j in range(inter):
-                    acc += w[i, j] * act[j]
-                x[i] += acc
-        rms_norm(x, final_norm, eps, h)
-        for i in prange(lm_head.shape[0]):
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
+            final_norm, lm_head, inv_freq, rope_scale, eps, scale, num_heads,
+            k_cache, v_cache, attend_parallel, logits):
+    hidden = embed.shape[1]
+    bs, kvh_n, d_n = k_cache.shape[2], k_cache.shape[3], k_cache.shape[4]
+    group = num_heads // kvh_n
+    n_qkv = (num_heads + 2 * kvh_n) * d_n
+    inter = wdown[0].shape[1]
+    half = d_n // 2
+    x = embed[token].copy()                                  # [hidden] the residual stream
+    h = np.empty(hidden, np.float32)                         # [hidden] normed input
+    qkv = np.empty(n_qkv, np.float32)                        # [(H + 2 KVH) * D]
+    q = np.empty((1, num_heads, d_n), np.float32)            # [1, H, D]
+    o = np.empty((1, num_heads, d_n), np.float32)            # [1, H, D]
+    act = np.empty(inter, np.float32)                        # [intermediate]
+    cos = np.empty(half, np.float32)
+    sin = np.empty(half, np.float32)
+    for j in range(half):
+        f = np.float32(pos) * inv_freq[j]
+        cos[j] = np.cos(f) * rope_scale
+        sin[j] = np.sin(f) * rope_scale
+    blk, off = table[pos // bs], pos % bs
+    for li in range(len(wqkv)):
+        rms_norm(x, in_norm[li], eps, h)
+        w = wqkv[li]
+        for i in prange(n_qkv):
             acc = np.float32(0.0)
             for j in range(hidden):
-                acc += lm_head[i, j] * h[j]
-            logits[i] = acc
-
-    return forward
+                acc += w[i, j] * h[j]
+            qkv[i] = acc
+        b = bqkv[li]
+        for i in range(b.shape[0]):
+            qkv[i] += b[i]
+        for head in range(num_heads + kvh_n):                 # rotary on q and k heads
+            base = head * d_n
+            for j in range(half):
+                a, c = qkv[base + j], qkv[base + half + j]
+                qkv[base + j] = a * cos[j] - c * sin[j]
+                qkv[base + half + j] = c * cos[j] + a * sin[j]
+        for head in range(num_heads):
+            for j in range(d_n):
+                q[0, head, j] = qkv[head * d_n + j]
+        kc, vc = k_cache[li], v_cache[li]                     # [blocks, bs, KVH, D]
+        for head in range(kvh_n):
+            for j in range(d_n):
+                kc[blk, off, head, j] = qkv[(num_heads + head) * d_n + j]
+                vc[blk, off, head, j] = qkv[(num_heads + kvh_n + head) * d_n + j]
+        if attend_parallel:
+            for head in prange(kvh_n):
+                attend_rows(q, kc, vc, table, 0, 1, pos, head, group, scale, o)
+        else:
+            for head in range(kvh_n):
+                attend_rows(q, kc, vc, table, 0, 1, pos, head, group, scale, o)
+        of = o.reshape(num_heads * d_n)
+        w = wo[li]
+        for i in prange(hidden):
+            acc = np.float32(0.0)
+            for j in range(of.shape[0]):
+                acc += w[i, j] * of[j]
+            x[i] += acc
+        rms_norm(x, post_norm[li], eps, h)
+        w = wgu[li]                                           # [gate; up] rows
+        for i in prange(inter):
+            g = np.float32(0.0)
+            u = np.float32(0.0)
+            for j in range(hidden):
+                g += w[i, j] * h[j]
+                u += w[inter + i, j] * h[j]
+            act[i] = g / (np.float32(1.0) + np.exp(-g)) * u
+        w = wdown[li]
+        for i in prange(hidden):
+            acc = np.float32(0.0)
+            for j in range(inter):
+                acc += w[i, j] * act[j]
+            x[i] += acc
+    rms_norm(x, final_norm, eps, h)
+    for i in prange(lm_head.shape[0]):
+        acc = np.float32(0.0)
+        for j in range(hidden):
+            acc += lm_head[i, j] * h[j]
+        logits[i] = acc
 
 
 class FusedDecode:
     """The fused one-token forward over a LlamaForward's own weights (no copies)."""
 
     def __init__(self, fwd):
-        from numba.typed import List
-
-        def stack(tensors):
-            out = List()
-            for t in tensors:
-                out.append(t.detach().contiguous().numpy())
-            return out
+        def stack(tensors):   # a tuple of arrays: numba types it once (a typed List would
+            return tuple(t.detach().contiguous().numpy() for t in tensors)   # not cache)
 
         layers = fwd.layers
         no_bias = torch.zeros(0, dtype=torch.float32)
@@ -156,13 +145,12 @@ class FusedDecode:
     def __call__(self, token: int, pos: int, table, k_cache, v_cache) -> torch.Tensor:
         """Logits [1, vocab] of ``token`` at position ``pos`` of the sequence whose block table
         is ``table`` [max_blocks] int32; writes its K/V into the caches [L, blocks, bs, KVH, D]."""
-        from inferlab.kernels.numba_cpu import LOCK, PARALLEL_MIN_BYTES
         (embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown, norm, lm_head, inv_freq,
          rope, eps, scale, heads) = self._args
         logits = torch.empty((1, self.vocab), dtype=torch.float32)
         kv_bytes = (pos + 1) * 2 * k_cache.shape[-2] * k_cache.shape[-1] * 4     # K+V read
         with LOCK:
-            _kernel()(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
+            forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
                       norm, lm_head, inv_freq, rope, eps, scale, heads,
                       k_cache.numpy(), v_cache.numpy(), kv_bytes >= PARALLEL_MIN_BYTES,
                       logits[0].numpy())

@@ -18,72 +18,69 @@ slower than torch's vectorised one, 137 vs 26 us at 32 rows):
 The kernels run on one core: a few hundred microseconds of work per step, less than it costs
 to wake a second thread. The readable reference of the same pass is ``LlamaForward``'s
 op-by-op forward (model/llama.py); tests/test_fused_forward.py checks one against the other.
+The kernels are module-level functions so that numba's on-disk cache finds them again in a
+new process (a jitted closure calling another misses it: it recompiled every time). llama.py
+imports this module only when the fast path runs, so ``import inferlab`` stays free of numba.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import torch
+from numba import njit
+
+from inferlab.kernels.numba_cpu import FASTMATH
 
 
-@functools.cache
-def _kernels():
-    from numba import njit
+@njit(cache=True, fastmath=FASTMATH)
+def rms_rows(x, w, eps, out):
+    for t in range(x.shape[0]):
+        ss = np.float32(0.0)
+        for i in range(x.shape[1]):
+            ss += x[t, i] * x[t, i]
+        inv = np.float32(1.0) / np.sqrt(ss / np.float32(x.shape[1]) + np.float32(eps))
+        for i in range(x.shape[1]):
+            out[t, i] = x[t, i] * inv * w[i]
 
-    from inferlab.kernels.numba_cpu import FASTMATH
 
-    @njit(cache=True, fastmath=FASTMATH)
-    def rms_rows(x, w, eps, out):
-        for t in range(x.shape[0]):
-            ss = np.float32(0.0)
-            for i in range(x.shape[1]):
-                ss += x[t, i] * x[t, i]
-            inv = np.float32(1.0) / np.sqrt(ss / np.float32(x.shape[1]) + np.float32(eps))
-            for i in range(x.shape[1]):
-                out[t, i] = x[t, i] * inv * w[i]
+@njit(cache=True, fastmath=FASTMATH)
+def add_rms_rows(x, y, w, eps, out):
+    for t in range(x.shape[0]):
+        for i in range(x.shape[1]):
+            x[t, i] += y[t, i]
+    rms_rows(x, w, eps, out)
 
-    @njit(cache=True, fastmath=FASTMATH)
-    def add_rms_rows(x, y, w, eps, out):
-        for t in range(x.shape[0]):
-            for i in range(x.shape[1]):
-                x[t, i] += y[t, i]
-        rms_rows(x, w, eps, out)
 
-    @njit(cache=True, fastmath=FASTMATH)
-    def rotary_write(qkv, cos, sin, k_cache, v_cache, slot_mapping, q):
-        # qkv [T, (H + 2 KVH) * D]; cos, sin [T, D/2]; q [T, H, D] out; caches [NB, bs, KVH, D]
-        num_heads, d_n = q.shape[1], q.shape[2]
-        bs, kvh_n = k_cache.shape[1], k_cache.shape[2]
-        half = d_n // 2
-        for t in range(qkv.shape[0]):
-            for head in range(num_heads):
-                base = head * d_n
-                for j in range(half):
-                    a, c = qkv[t, base + j], qkv[t, base + half + j]
-                    q[t, head, j] = a * cos[t, j] - c * sin[t, j]
-                    q[t, head, half + j] = c * cos[t, j] + a * sin[t, j]
-            slot = slot_mapping[t]
-            if slot < 0:                              # padding: nothing to cache
-                continue
-            blk, off = slot // bs, slot % bs
-            for head in range(kvh_n):
-                base = (num_heads + head) * d_n
-                vbase = (num_heads + kvh_n + head) * d_n
-                for j in range(half):
-                    a, c = qkv[t, base + j], qkv[t, base + half + j]
-                    k_cache[blk, off, head, j] = a * cos[t, j] - c * sin[t, j]
-                    k_cache[blk, off, head, half + j] = c * cos[t, j] + a * sin[t, j]
-                for j in range(d_n):
-                    v_cache[blk, off, head, j] = qkv[t, vbase + j]
-
-    return rms_rows, add_rms_rows, rotary_write
+@njit(cache=True, fastmath=FASTMATH)
+def rotary_write(qkv, cos, sin, k_cache, v_cache, slot_mapping, q):
+    # qkv [T, (H + 2 KVH) * D]; cos, sin [T, D/2]; q [T, H, D] out; caches [NB, bs, KVH, D]
+    num_heads, d_n = q.shape[1], q.shape[2]
+    bs, kvh_n = k_cache.shape[1], k_cache.shape[2]
+    half = d_n // 2
+    for t in range(qkv.shape[0]):
+        for head in range(num_heads):
+            base = head * d_n
+            for j in range(half):
+                a, c = qkv[t, base + j], qkv[t, base + half + j]
+                q[t, head, j] = a * cos[t, j] - c * sin[t, j]
+                q[t, head, half + j] = c * cos[t, j] + a * sin[t, j]
+        slot = slot_mapping[t]
+        if slot < 0:                              # padding: nothing to cache
+            continue
+        blk, off = slot // bs, slot % bs
+        for head in range(kvh_n):
+            base = (num_heads + head) * d_n
+            vbase = (num_heads + kvh_n + head) * d_n
+            for j in range(half):
+                a, c = qkv[t, base + j], qkv[t, base + half + j]
+                k_cache[blk, off, head, j] = a * cos[t, j] - c * sin[t, j]
+                k_cache[blk, off, head, half + j] = c * cos[t, j] + a * sin[t, j]
+            for j in range(d_n):
+                v_cache[blk, off, head, j] = qkv[t, vbase + j]
 
 
 def forward(fwd, input_ids, positions, meta, k_caches, v_caches, logits_indices):
     """``LlamaForward.forward`` with the small ops fused (same arguments, same result)."""
     from inferlab import kernels
-    rms_rows, add_rms_rows, rotary_write = _kernels()
     T = input_ids.shape[0]
     H, D = fwd.num_heads, fwd.head_dim
     layers = fwd.layers

@@ -15,8 +15,6 @@ import torch
 from inferlab import kernels
 
 from ..core.shapes import ModelShape
-from . import fused_ops
-from .fused_decode import FusedDecode
 from .linear import Linear
 
 
@@ -126,8 +124,10 @@ class LlamaForward:
         """input_ids, positions: [T]; returns logits [len(logits_indices), vocab]."""
         T = input_ids.shape[0]
         if self.fusable and meta.backend == "numba-cpu":      # the fast paths (module docs)
+            from . import fused_ops                           # imports numba: only when used
             if T == 1 and meta.decode_only and logits_indices.shape[0] == 1:
                 if self._fused is None:
+                    from .fused_decode import FusedDecode
                     self._fused = FusedDecode(self)
                 return self._fused(int(input_ids[0]), int(positions[0]),
                                    meta.block_tables[0].numpy(), k_caches, v_caches)
