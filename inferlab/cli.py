@@ -58,6 +58,10 @@ def _bench(args) -> int:
         bench_roofline(model=args.model, repeats=args.repeats + 2,
                        linear_backend=args.linear_backend)
         return 0
+    if args.what == "profile":
+        from inferlab.bench.profile import main as bench_profile
+        bench_profile(model=args.model, repeats=args.repeats)
+        return 0
     if args.what == "widgets":
         from inferlab.bench.widgets import main as bench_widgets
         return bench_widgets(["--requests", str(args.requests or 200)])
@@ -146,7 +150,7 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
                                     "trace", "widgets", "prefix-reuse", "vllm", "clock",
-                                    "roofline"])
+                                    "roofline", "profile"])
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000)")

@@ -133,3 +133,23 @@ def test_bench_roofline_reports_every_batch_and_its_split():
         assert {"ideal", "step", "linear", "attention", "sampling", "other forward",
                 "host", "share"} <= set(row)
     assert "linear backend torch" in lines[0] and len(lines) == 3 + 2 + 1
+
+
+def test_bench_profile_times_the_parts_of_both_forwards_and_puts_them_back():
+    """`inferlab bench profile` on the tiny model: every case with both forwards, the parts
+    the fused forward's kernels took, and afterwards the engine's own functions again."""
+    from inferlab import kernels
+    from inferlab.bench.profile import PARTS, main
+    from inferlab.model import fused_ops
+    before = (kernels.paged_attention_decode, kernels.write_kv, fused_ops.add_rms_rows)
+    lines = []
+    table = main(model="tiny", repeats=1, out=lines.append)
+    assert len(table) == 8 and {path for _, path in table} == {"fused", "op by op"}
+    for (case, path), med in table.items():
+        assert set(PARTS) <= set(med) and med["step"] >= med["forward"] > 0
+        if (case, path) == ("decode, batch 1", "fused"):       # the whole pass in one call
+            assert all(med[p] == 0 for p in PARTS)
+            continue
+        assert med["attention"] > 0 and med["linear"] > 0 and med["rotary + kv write"] > 0
+        assert (med["norms + adds"] > 0) == (path == "fused")
+    assert (kernels.paged_attention_decode, kernels.write_kv, fused_ops.add_rms_rows) == before
