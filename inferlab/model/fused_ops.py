@@ -30,6 +30,8 @@ from numba import njit
 
 from inferlab.kernels.numba_cpu import FASTMATH
 
+from .llama import attention
+
 
 @njit(cache=True, fastmath=FASTMATH)
 def rms_rows(x, w, eps, out):
@@ -80,7 +82,6 @@ def rotary_write(qkv, cos, sin, k_cache, v_cache, slot_mapping, q):
 
 def forward(fwd, input_ids, positions, meta, k_caches, v_caches, logits_indices):
     """``LlamaForward.forward`` with the small ops fused (same arguments, same result)."""
-    from inferlab import kernels
     T = input_ids.shape[0]
     H, D = fwd.num_heads, fwd.head_dim
     layers = fwd.layers
@@ -98,13 +99,7 @@ def forward(fwd, input_ids, positions, meta, k_caches, v_caches, logits_indices)
         q = torch.empty((T, H, D), dtype=x.dtype)
         kc, vc = k_caches[li], v_caches[li]                        # [blocks, bs, KVH, D]
         rotary_write(qkv.numpy(), cos, sin, kc.numpy(), vc.numpy(), slots, q.numpy())
-        if meta.decode_only:
-            o = kernels.paged_attention_decode(q, kc, vc, meta.block_tables, meta.seq_lens,
-                                               fwd.scale, backend=meta.backend)
-        else:
-            o = kernels.paged_attention_prefill(q, kc, vc, meta.block_tables, meta.seq_lens,
-                                                meta.query_start_loc, fwd.scale,
-                                                backend=meta.backend)
+        o = attention(q, kc, vc, meta, fwd.scale)                   # [T, H, D]
         add_rms_rows(xn, fwd.linear(o.reshape(T, H * D), w.wo).numpy(), w.post_norm.numpy(),
                      eps, hn)
         gate, up = fwd.linear(h, w.w_gate_up).chunk(2, dim=-1)     # [T, intermediate] each

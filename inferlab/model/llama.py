@@ -144,19 +144,23 @@ class LlamaForward:
             v = qkv[:, (H + KVH) * D:].reshape(T, KVH, D)
             kc, vc = k_caches[li], v_caches[li]                        # [blocks, bs, KVH, D]
             kernels.write_kv(k, v, kc, vc, meta.slot_mapping, backend=meta.backend)
-            if meta.decode_only:
-                o = kernels.paged_attention_decode(q, kc, vc, meta.block_tables, meta.seq_lens,
-                                                   self.scale, backend=meta.backend)
-            else:
-                o = kernels.paged_attention_prefill(q, kc, vc, meta.block_tables, meta.seq_lens,
-                                                    meta.query_start_loc, self.scale,
-                                                    backend=meta.backend)
+            o = attention(q, kc, vc, meta, self.scale)                # [T, H, D]
             x = x + self.linear(o.reshape(T, H * D), w.wo)
             h = self.rms_norm(x, w.post_norm)
             gate, up = self.linear(h, w.w_gate_up).chunk(2, dim=-1)
             x = x + self.linear(torch.nn.functional.silu(gate) * up, w.w_down)
         x = self.rms_norm(x[logits_indices], self.norm)                # [R, hidden]
         return self.linear(x, self.lm_head).float()                   # [R, vocab]
+
+
+def attention(q, k_cache, v_cache, meta: AttentionMetadata, scale: float):
+    """Paged attention of ``q`` [T, H, D] over one layer's caches: the decode kernel when
+    every sequence has one new token, else the packed (chunked) prefill kernel."""
+    if meta.decode_only:
+        return kernels.paged_attention_decode(q, k_cache, v_cache, meta.block_tables,
+                                              meta.seq_lens, scale, backend=meta.backend)
+    return kernels.paged_attention_prefill(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
+                                           meta.query_start_loc, scale, backend=meta.backend)
 
 
 def _release_freed_memory() -> None:
