@@ -32,6 +32,11 @@ def _generate(args) -> int:
 
 
 def _bench(args) -> int:
+    if args.what == "engine" and args.alone:
+        from inferlab.bench.engine import bench_engine_alone
+        bench_engine_alone(num_requests=args.requests or 32, repeats=args.repeats,
+                           model=args.model)
+        return 0
     if args.what == "engine":
         from inferlab.bench.engine import bench_engine
         bench_engine(num_requests=args.requests or 32, repeats=args.repeats, model=args.model,
@@ -156,6 +161,8 @@ def main(argv=None) -> int:
                    help="number of requests (default: engine 32, batching 256, soak 2000)")
     b.add_argument("--model", default=None)
     b.add_argument("--device", default=None)
+    b.add_argument("--alone", action="store_true",
+                   help="engine: inferlab and transformers' padded batch each in its own process")
     b.add_argument("--linear-backend", default="auto",
                    help="roofline: the GEMM path (auto, torch, onednn, onednn-packed, numba+...)")
     b.add_argument("--out", default="build/bench/clock",

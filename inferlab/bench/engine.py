@@ -2,9 +2,12 @@
 
     inferlab bench engine     our engine vs transformers generate (padded batch, batch 1)
                               vs transformers generate_batch (its continuous batching)
+    inferlab bench engine --alone
+                              our engine vs transformers' padded batch, each in its own process
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -100,6 +103,47 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
         if k != "inferlab engine":
             out(f"  inferlab / {k:28s} = {base / v:5.2f}x")
     return results
+
+
+def bench_engine_alone(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model=None,
+                       out=print) -> dict:
+    """inferlab vs transformers' padded batch, each in a process of its own (the workers of
+    ``inferlab bench vllm``), A B A B, the idle one frozen: neither's memory, threads or
+    leftovers touch the other's runs (in one process they do: BENCHMARKS.md, "Speed, round 2")."""
+    import sys
+
+    import numpy as np
+
+    from .vllm import Worker, _tok_s
+    model_args = ["--model", model] if model else []
+    with Worker("inferlab", sys.executable, ["--max-num-seqs", str(num_requests), *model_args]) \
+            as ours, Worker("transformers", sys.executable, model_args) as theirs:
+        workers = {"inferlab engine": ours, "transformers padded": theirs}
+        rng = np.random.default_rng(0)                 # the prompts of bench_engine
+        prompts = [rng.integers(3, ours.hello["vocab_size"], prompt_len).tolist()
+                   for _ in range(num_requests)]
+        cmd = dict(cmd="generate", prompts=prompts, max_tokens=new_tokens, ignore_eos=True)
+        out(f"requests={num_requests} prompt={prompt_len} new={new_tokens} greedy fp32, each "
+            f"in its own process ({ours.hello['version']}, {theirs.hello['version']}, "
+            f"{ours.hello['threads']} threads), median of {repeats} after a warm-up, A B A B, "
+            f"the idle one frozen; load {os.getloadavg()[0]:.2f}")
+        for w in workers.values():
+            w.request(**cmd)                           # warm-up, untimed
+        runs = {k: [] for k in workers}
+        for _ in range(repeats):
+            for name, w in workers.items():
+                idle = theirs if w is ours else ours
+                with idle.frozen():
+                    runs[name].append(w.request(**cmd))
+    tok_s = {k: statistics.median(_tok_s(r) for r in v) for k, v in runs.items()}
+    same = sum(a == b for a, b in zip(*(v[0]["token_ids"] for v in runs.values())))
+    for k, v in runs.items():
+        out(f"  {k:22s} {tok_s[k]:8.1f} tok/s   (runs: "
+            + ", ".join(f"{_tok_s(r):.1f}" for r in v) + ")")
+    ratio = tok_s["inferlab engine"] / tok_s["transformers padded"]
+    out(f"  inferlab / transformers padded = {ratio:.2f}x   same greedy tokens on {same} of "
+        f"{num_requests}; load after {os.getloadavg()[0]:.2f}")
+    return {"tok_s": tok_s, "ratio": ratio, "same_tokens": same}
 
 
 def _rss_bytes() -> int:

@@ -2,8 +2,10 @@
 
     inferlab bench vllm     tok/s of inferlab and of vLLM's CPU build on the engine benchmark's
                             workload, and their ratio
-    python -m inferlab.bench.vllm worker --engine vllm --model DIR
+    python -m inferlab.bench.vllm worker --engine vllm|inferlab|transformers --model DIR
                             a worker: JSON commands in on stdin, one JSON reply per line out
+                            (`inferlab bench engine --alone` uses the inferlab and
+                            transformers workers)
 
 vLLM lives in .venv-vllm (``make vllm``); this module imports it only inside the worker path,
 so the lab's venv imports it without vLLM. Both engines get the same prompt token ids (no
@@ -80,7 +82,8 @@ def _tree_cpu_seconds(pid: int) -> float:
 
 
 class Worker:
-    """A worker process (``engine``: 'vllm' or 'inferlab'); ``hello`` is its first reply."""
+    """A worker process (``engine``: 'vllm', 'inferlab' or 'transformers'); ``hello`` is its
+    first reply."""
 
     def __init__(self, engine: str, python: str, args: list[str], env: dict | None = None):
         self.engine = engine
@@ -250,12 +253,31 @@ def _inferlab_engine(model: str | None, max_num_seqs: int, export_to: str | None
                       "vocab_size": eng.vocab_size, "threads": torch.get_num_threads()}
 
 
+def _transformers_engine(model: str | None):
+    import torch
+    import transformers
+
+    from inferlab.model.loader import load_model
+    hf = load_model(model).hf_model
+
+    def generate(prompts, max_tokens, ignore_eos):        # one batch; the prompts' lengths
+        ids = torch.tensor(prompts)                       # are equal: nothing to pad
+        gc = transformers.GenerationConfig(
+            max_new_tokens=max_tokens, min_new_tokens=max_tokens if ignore_eos else 0,
+            do_sample=False, eos_token_id=None, pad_token_id=0)
+        with torch.inference_mode():
+            out = hf.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gc)
+        return out[:, ids.shape[1]:].tolist()
+    return generate, {"version": f"transformers {transformers.__version__}",
+                      "threads": torch.get_num_threads()}
+
+
 def serve(argv: list[str]) -> int:
     """Answer JSON commands on stdin, one JSON line each on the real stdout. Everything else
     that writes to stdout (vLLM's logs, its child processes) goes to stderr instead."""
     import argparse
     p = argparse.ArgumentParser(prog="python -m inferlab.bench.vllm worker")
-    p.add_argument("--engine", choices=["vllm", "inferlab"], required=True)
+    p.add_argument("--engine", choices=["vllm", "inferlab", "transformers"], required=True)
     p.add_argument("--model", default=None)
     p.add_argument("--max-num-seqs", type=int, default=256)
     p.add_argument("--export-to", default=None)
@@ -264,6 +286,8 @@ def serve(argv: list[str]) -> int:
     os.dup2(2, 1)
     if a.engine == "vllm":
         generate, hello = _vllm_engine(a.model, a.max_num_seqs)
+    elif a.engine == "transformers":
+        generate, hello = _transformers_engine(a.model)
     else:
         generate, hello = _inferlab_engine(a.model, a.max_num_seqs, a.export_to)
     reply.write(json.dumps({"ready": True, **hello}) + "\n")
