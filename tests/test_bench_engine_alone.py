@@ -8,8 +8,8 @@ def test_each_engine_in_its_own_process_same_prompts_same_tokens():
     lines = []
     res = bench_engine_alone(num_requests=8, prompt_len=16, new_tokens=8, repeats=1,
                              model="tiny", out=lines.append)
-    assert set(res["tok_s"]) == {"inferlab engine", "transformers padded"}
-    assert all(v > 0 for v in res["tok_s"].values())
+    assert [line.split()[0:2] for line in lines[1:3]] == [["inferlab", "engine"],
+                                                          ["transformers", "padded"]]
     # fp32 batched GEMMs may flip a near-tie; garbage or misaligned prompts would flip most
     assert res["same_tokens"] >= 6, res
     assert "each in its own process" in lines[0] and "x   same greedy tokens" in lines[-1]
