@@ -77,12 +77,25 @@ def test_tiny_llama_fused_matches_per_op(n, block_size):
     [(20, 0)], [(20, 0), (7, 0), (33, 0)],              # prefill: one prompt, three prompts
     [(13, 12), (31, 30), (5, 4), (41, 40)],              # four sequences decoding
     [(40, 39), (21, 0), (35, 20)],                       # mixed: decoding, a prompt, a 2nd chunk
-], ids=["prefill", "prefill-3", "decode-4", "mixed"])
+    [(300, 0), (40, 39), (400, 100), (9, 0)],            # a chunk >= SDPA_MIN_TOKENS: torch SDPA
+], ids=["prefill", "prefill-3", "decode-4", "mixed", "long-chunks"])
 def test_tiny_llama_fused_rows_match_per_op(block_size, lens):
     eng = il.Engine("tiny", num_blocks=8, linear_backend="numba+onednn")
     seqs = [([(11 * i + 7 * s) % eng.vocab_size for i in range(n)], c)
             for s, (n, c) in enumerate(lens)]
     assert_close(fused_vs_per_op(eng.runner.model, seqs, block_size), 1e-4)
+
+
+def test_long_chunks_take_torchs_sdpa_and_short_ones_do_not(monkeypatch):
+    from inferlab.model import fused_ops
+    calls = []
+    monkeypatch.setattr(fused_ops, "attention_sdpa",
+                        lambda *a: calls.append(1) or fused_ops.attention(*a))
+    eng = il.Engine("tiny", num_blocks=64, linear_backend="numba+onednn")
+    eng.runner.prompt_logits(list(range(3, 3 + fused_ops.SDPA_MIN_TOKENS - 1)))
+    assert not calls
+    eng.runner.prompt_logits(list(range(3, 3 + fused_ops.SDPA_MIN_TOKENS)))
+    assert len(calls) == eng.runner.model.num_layers
 
 
 def test_qwen2_biases_and_tied_shapes_fused_match_per_op():

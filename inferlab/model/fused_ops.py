@@ -10,6 +10,7 @@ slower than torch's vectorised one, 137 vs 26 us at 32 rows):
     per layer:  qkv = linear(h)                        oneDNN / torch, as the linear backend says
                 q = rotary_write(qkv)                  rotary on q and k, K and V into the cache
                 o = attention(q)                       the numba paged-attention kernels
+                                                       (torch's SDPA for long prompt chunks)
                 h = add_rms_norm(x, linear(o))         x += Wo o;  h = rms_norm(x)
                 a = silu(gate) * up, gate and up = linear(h)   (torch: its exp is vectorised)
                 h = add_rms_norm(x, linear(a))         x += Wdown a;  h = the next layer's norm
@@ -30,6 +31,7 @@ from numba import njit
 
 from inferlab.kernels.numba_cpu import FASTMATH
 
+from ..core.shapes import cdiv
 from .llama import attention
 
 
@@ -80,9 +82,43 @@ def rotary_write(qkv, cos, sin, k_cache, v_cache, slot_mapping, q):
                 v_cache[blk, off, head, j] = qkv[t, vbase + j]
 
 
+# From this many new tokens of one sequence in a step, its attention runs through torch's
+# scaled_dot_product_attention on K/V gathered out of the paged cache: 512 new tokens 5.3 ms
+# per layer against 13.9 for the numba prefill kernel, 2048: 48-80 vs 156 ms; at 64 tokens
+# both take ~0.12 ms a sequence (BENCHMARKS.md, "Speed, round 2").
+SDPA_MIN_TOKENS = 256
+
+
+def attention_sdpa(q, k_cache, v_cache, meta, scale: float):
+    """The attention of a step, one sequence at a time through torch's SDPA: its K/V
+    gathered from its blocks, the causal mask aligned to its last key (a chunk that starts
+    after cached tokens sees them all)."""
+    out = torch.empty_like(q)                                      # [T, H, D]
+    bs = k_cache.shape[1]
+    starts, lens = meta.query_start_loc.tolist(), meta.seq_lens.tolist()
+    for s, n in enumerate(lens):
+        q0, q1 = starts[s], starts[s + 1]
+        blocks = meta.block_tables[s, :cdiv(n, bs)].long()
+        # [1, heads, tokens, D], contiguous: what SDPA's fused CPU kernel takes
+        k = k_cache[blocks].flatten(0, 1)[:n].transpose(0, 1).unsqueeze(0).contiguous()
+        v = v_cache[blocks].flatten(0, 1)[:n].transpose(0, 1).unsqueeze(0).contiguous()
+        rows = q1 - q0
+        causal = rows == n                          # the whole sequence is new: plain causal
+        mask = None if causal or rows == 1 else (
+            torch.arange(n)[None, :] <= torch.arange(n - rows, n)[:, None])   # [rows, n]
+        o = torch.nn.functional.scaled_dot_product_attention(
+            q[q0:q1].transpose(0, 1).unsqueeze(0).contiguous(), k, v, attn_mask=mask,
+            is_causal=causal and rows > 1, scale=scale, enable_gqa=True)   # [1, H, rows, D]
+        out[q0:q1] = o[0].transpose(0, 1)
+    return out
+
+
 def forward(fwd, input_ids, positions, meta, k_caches, v_caches, logits_indices):
     """``LlamaForward.forward`` with the small ops fused (same arguments, same result)."""
     T = input_ids.shape[0]
+    new_tokens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
+    attend = (attention_sdpa if not meta.decode_only and int(new_tokens.max()) >= SDPA_MIN_TOKENS
+              else attention)
     H, D = fwd.num_heads, fwd.head_dim
     layers = fwd.layers
     eps = np.float32(fwd.eps)
@@ -99,7 +135,7 @@ def forward(fwd, input_ids, positions, meta, k_caches, v_caches, logits_indices)
         q = torch.empty((T, H, D), dtype=x.dtype)
         kc, vc = k_caches[li], v_caches[li]                        # [blocks, bs, KVH, D]
         rotary_write(qkv.numpy(), cos, sin, kc.numpy(), vc.numpy(), slots, q.numpy())
-        o = attention(q, kc, vc, meta, fwd.scale)                   # [T, H, D]
+        o = attend(q, kc, vc, meta, fwd.scale)                      # [T, H, D]
         add_rms_rows(xn, fwd.linear(o.reshape(T, H * D), w.wo).numpy(), w.post_norm.numpy(),
                      eps, hn)
         gate, up = fwd.linear(h, w.w_gate_up).chunk(2, dim=-1)     # [T, intermediate] each
