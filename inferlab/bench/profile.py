@@ -36,6 +36,7 @@ def _timers(model, spent):
 
     patches = [(fused_ops, "rms_rows", "norms + adds"), (fused_ops, "add_rms_rows", "norms + adds"),
                (fused_ops, "rotary_write", "rotary + kv write"),
+               (fused_ops, "attention_sdpa", "attention"),
                (kernels, "write_kv", "rotary + kv write"),
                (kernels, "paged_attention_decode", "attention"),
                (kernels, "paged_attention_prefill", "attention")]
