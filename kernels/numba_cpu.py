@@ -26,7 +26,6 @@ import numpy as np
 from numba import njit, prange
 
 
-
 def _omp_layer_loads() -> bool:
     """Whether numba's GNU OpenMP threading layer can load here (it needs libgomp)."""
     try:
@@ -136,7 +135,7 @@ def _decode_item(i, q, k_cache, v_cache, block_tables, seq_lens, scale, out):
     num_kv_heads = k_cache.shape[2]
     s, kvh = i // num_kv_heads, i % num_kv_heads
     attend_rows(q, k_cache, v_cache, block_tables[s], s, 1, seq_lens[s] - 1, kvh,
-                 q.shape[1] // num_kv_heads, scale, out)
+                q.shape[1] // num_kv_heads, scale, out)
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -145,7 +144,7 @@ def _prefill_item(i, q, k_cache, v_cache, block_tables, work, scale, out):
     num_kv_heads = k_cache.shape[2]
     w, kvh = i // num_kv_heads, i % num_kv_heads
     attend_rows(q, k_cache, v_cache, block_tables[work[w, 0]], work[w, 1], work[w, 2],
-                 work[w, 3], kvh, q.shape[1] // num_kv_heads, scale, out)
+                work[w, 3], kvh, q.shape[1] // num_kv_heads, scale, out)
 
 
 # Serial and parallel twins (separate functions so their on-disk caches stay apart).

@@ -116,9 +116,10 @@ def test_qwen2_biases_and_tied_shapes_fused_match_per_op():
 
 
 def test_fused_only_where_it_applies():
-    """The op-by-op path runs for other linear/attention backends and for more than one row."""
+    """The op-by-op path runs for the other linear backends and for reference attention."""
     for linear, fusable in (("numba+onednn", True), ("onednn", False), ("torch", False)):
-        assert il.Engine("tiny", num_blocks=8, linear_backend=linear).runner.model.fusable is fusable
+        eng = il.Engine("tiny", num_blocks=8, linear_backend=linear)
+        assert eng.runner.model.fusable is fusable
     eng = il.Engine("tiny", num_blocks=8, attention_backend="reference",
                     linear_backend="numba+onednn")
     eng.generate([[5, 6, 7]], il.SamplingParams(max_tokens=4), use_tqdm=False)
