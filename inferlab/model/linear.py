@@ -12,8 +12,9 @@ these (BENCHMARKS.md, section "Speed").
 * ``"numba+onednn"``, ``"numba+onednn-packed"``: a single row (one sequence decoding: the
   token stream a reader watches) through a numba GEMV that streams the plain fp32 weights
   over all cores (~1.6x oneDNN's packed GEMV here); more rows as the oneDNN backend named.
-  With these backends and numba attention, a step where one sequence decodes one token runs
-  as a single fused numba call over all layers (model/fused_decode.py).
+  With these backends and numba attention the forward itself runs fused: one sequence
+  decoding as a single numba call over all layers (model/fused_decode.py), more rows with
+  the small ops between the GEMMs in numba kernels (model/fused_ops.py).
 * ``"auto"``: ``numba+onednn-packed`` when the packed copy fits comfortably in free memory
   (less than a third of it), else ``numba+onednn``; ``torch`` where oneDNN cannot run (GPU,
   other dtypes); without numba, the oneDNN backend alone.
