@@ -52,8 +52,8 @@ def _timers(model, spent):
     finally:
         for mod, attr, fn in saved:
             setattr(mod, attr, fn)
-        del model.linear, model.forward        # the class's own again
         model.linear = lin
+        del model.forward                       # the class's own method again
 
 
 def _run_steps(eng, add, warm: int, steps: int, spent) -> list[dict]:

@@ -14,8 +14,8 @@ the same formulas run inside one compiled function:
 
 Each matrix-vector product is a ``prange`` over output rows (every core streams its own
 rows of the weights); attention is the numba CPU kernel's own ``attend_rows``. The readable
-reference of the same step is ``LlamaForward.forward`` (model/llama.py); tests/test_parity.py
-checks this path against it and against transformers.
+reference of the same step is ``LlamaForward.forward`` (model/llama.py);
+tests/test_fused_forward.py checks this path against it and against transformers.
 
 Used when the linear backend is a ``numba+`` one, the attention backend is ``numba-cpu``,
 the model is float32 on the CPU, and the step is one sequence decoding one token.
@@ -28,15 +28,7 @@ from numba import njit, prange
 
 from inferlab.kernels.numba_cpu import FASTMATH, LOCK, PARALLEL_MIN_BYTES, attend_rows
 
-
-@njit(cache=True, fastmath=FASTMATH)
-def rms_norm(x, w, eps, out):
-    ss = np.float32(0.0)
-    for i in range(x.shape[0]):
-        ss += x[i] * x[i]
-    inv = np.float32(1.0) / np.sqrt(ss / np.float32(x.shape[0]) + np.float32(eps))
-    for i in range(x.shape[0]):
-        out[i] = x[i] * inv * w[i]
+from .fused_ops import rms_rows
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -51,6 +43,7 @@ def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, w
     half = d_n // 2
     x = embed[token].copy()                                  # [hidden] the residual stream
     h = np.empty(hidden, np.float32)                         # [hidden] normed input
+    x_row, h_row = x.reshape((1, hidden)), h.reshape((1, hidden))   # views for rms_rows
     qkv = np.empty(n_qkv, np.float32)                        # [(H + 2 KVH) * D]
     q = np.empty((1, num_heads, d_n), np.float32)            # [1, H, D]
     o = np.empty((1, num_heads, d_n), np.float32)            # [1, H, D]
@@ -63,7 +56,7 @@ def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, w
         sin[j] = np.sin(f) * rope_scale
     blk, off = table[pos // bs], pos % bs
     for li in range(len(wqkv)):
-        rms_norm(x, in_norm[li], eps, h)
+        rms_rows(x_row, in_norm[li], eps, h_row)
         w = wqkv[li]
         for i in prange(n_qkv):
             acc = np.float32(0.0)
@@ -100,7 +93,7 @@ def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, w
             for j in range(of.shape[0]):
                 acc += w[i, j] * of[j]
             x[i] += acc
-        rms_norm(x, post_norm[li], eps, h)
+        rms_rows(x_row, post_norm[li], eps, h_row)
         w = wgu[li]                                           # [gate; up] rows
         for i in prange(inter):
             g = np.float32(0.0)
@@ -115,7 +108,7 @@ def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, w
             for j in range(inter):
                 acc += w[i, j] * act[j]
             x[i] += acc
-    rms_norm(x, final_norm, eps, h)
+    rms_rows(x_row, final_norm, eps, h_row)
     for i in prange(lm_head.shape[0]):
         acc = np.float32(0.0)
         for j in range(hidden):

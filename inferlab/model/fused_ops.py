@@ -116,9 +116,11 @@ def attention_sdpa(q, k_cache, v_cache, meta, scale: float):
 def forward(fwd, input_ids, positions, meta, k_caches, v_caches, logits_indices):
     """``LlamaForward.forward`` with the small ops fused (same arguments, same result)."""
     T = input_ids.shape[0]
-    new_tokens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
-    attend = (attention_sdpa if not meta.decode_only and int(new_tokens.max()) >= SDPA_MIN_TOKENS
-              else attention)
+    attend = attention
+    if not meta.decode_only:                        # a decode step has one new token a sequence
+        new_tokens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
+        if int(new_tokens.max()) >= SDPA_MIN_TOKENS:
+            attend = attention_sdpa
     H, D = fwd.num_heads, fwd.head_dim
     layers = fwd.layers
     eps = np.float32(fwd.eps)
