@@ -3,8 +3,8 @@
 At 32 decoding sequences a step spends ~55 ms in the linear layers and, op by op through
 torch, another ~14 ms in what sits between them (norms, rotary, the KV write, SiLU, residual
 adds: ~20 tensor ops per layer, each a dispatch and a pass over memory). Here each group of
-those becomes one numba call over all rows (SiLU stays in torch: numba's scalar exp is ~5x
-slower than torch's vectorised one, 137 vs 26 us at 32 rows):
+those becomes one numba call over all rows, its rows split over the cores (SiLU uses the
+attention kernels' vectorised ``exp_inplace``: numba's scalar exp is ~5x slower than torch's):
 
     h = rms_norm(x)                                    (once, before the first layer)
     per layer:  qkv = linear(h)                        oneDNN / torch, as the linear backend says
@@ -12,12 +12,13 @@ slower than torch's vectorised one, 137 vs 26 us at 32 rows):
                 o = attention(q)                       the numba paged-attention kernels
                                                        (torch's SDPA for long prompt chunks)
                 h = add_rms_norm(x, linear(o))         x += Wo o;  h = rms_norm(x)
-                a = silu(gate) * up, gate and up = linear(h)   (torch: its exp is vectorised)
+                a = silu_mul(linear(h))            silu(gate) * up, [gate | up] = Wgate_up h
                 h = add_rms_norm(x, linear(a))         x += Wdown a;  h = the next layer's norm
     logits = linear(h[rows that sample])               (the last norm is the model's final one)
 
-The kernels run on one core: a few hundred microseconds of work per step, less than it costs
-to wake a second thread. The readable reference of the same pass is ``LlamaForward``'s
+With OpenMP's threads a parallel launch costs microseconds, so even 32 rows split over the
+cores; a 2048-token prefill gains most (A B A B in one process: its step 2.38 -> 2.31 s; the
+decode steps of the same run unchanged, BENCHMARKS.md "Speed, round 3"). The readable reference of the same pass is ``LlamaForward``'s
 op-by-op forward (model/llama.py); tests/test_fused_forward.py checks one against the other.
 The kernels are module-level functions so that numba's on-disk cache finds them again in a
 new process (a jitted closure calling another misses it: it recompiled every time). llama.py
@@ -27,40 +28,58 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from numba import njit
+from numba import njit, prange
 
-from inferlab.kernels.numba_cpu import FASTMATH
+from inferlab.kernels.numba_cpu import FASTMATH, LOCK, exp_inplace
 
 from ..core.shapes import cdiv
 from .llama import attention
 
 
 @njit(cache=True, fastmath=FASTMATH)
+def rms_row(x, w, eps, out):
+    ss = np.float32(0.0)
+    for i in range(x.shape[0]):
+        ss += x[i] * x[i]
+    inv = np.float32(1.0) / np.sqrt(ss / np.float32(x.shape[0]) + np.float32(eps))
+    for i in range(x.shape[0]):
+        out[i] = x[i] * inv * w[i]
+
+
+@njit(cache=True, fastmath=FASTMATH)
 def rms_rows(x, w, eps, out):
     for t in range(x.shape[0]):
-        ss = np.float32(0.0)
-        for i in range(x.shape[1]):
-            ss += x[t, i] * x[t, i]
-        inv = np.float32(1.0) / np.sqrt(ss / np.float32(x.shape[1]) + np.float32(eps))
-        for i in range(x.shape[1]):
-            out[t, i] = x[t, i] * inv * w[i]
+        rms_row(x[t], w, eps, out[t])
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(cache=True, fastmath=FASTMATH, parallel=True)
 def add_rms_rows(x, y, w, eps, out):
-    for t in range(x.shape[0]):
+    for t in prange(x.shape[0]):
         for i in range(x.shape[1]):
             x[t, i] += y[t, i]
-    rms_rows(x, w, eps, out)
+        rms_row(x[t], w, eps, out[t])
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(cache=True, fastmath=FASTMATH, parallel=True)
+def silu_mul(gate_up, act):
+    # act[t] = silu(gate[t]) * up[t], gate_up [T, 2 I] = [gate | up], act [T, I]
+    inter = act.shape[1]
+    for t in prange(act.shape[0]):
+        row = act[t]
+        for i in range(inter):
+            row[i] = -gate_up[t, i]
+        exp_inplace(row, row.view(np.int32), np.empty(inter, np.int32), inter)
+        for i in range(inter):
+            row[i] = gate_up[t, i] / (np.float32(1.0) + row[i]) * gate_up[t, inter + i]
+
+
+@njit(cache=True, fastmath=FASTMATH, parallel=True)
 def rotary_write(qkv, cos, sin, k_cache, v_cache, slot_mapping, q):
     # qkv [T, (H + 2 KVH) * D]; cos, sin [T, D/2]; q [T, H, D] out; caches [NB, bs, KVH, D]
     num_heads, d_n = q.shape[1], q.shape[2]
     bs, kvh_n = k_cache.shape[1], k_cache.shape[2]
     half = d_n // 2
-    for t in range(qkv.shape[0]):
+    for t in prange(qkv.shape[0]):
         for head in range(num_heads):
             base = head * d_n
             for j in range(half):
@@ -136,12 +155,18 @@ def forward(fwd, input_ids, positions, meta, k_caches, v_caches, logits_indices)
         qkv = fwd.linear(h, w.wqkv, w.bqkv)                        # [T, (H+2KVH)*D]
         q = torch.empty((T, H, D), dtype=x.dtype)
         kc, vc = k_caches[li], v_caches[li]                        # [blocks, bs, KVH, D]
-        rotary_write(qkv.numpy(), cos, sin, kc.numpy(), vc.numpy(), slots, q.numpy())
+        with LOCK:                                                 # one parallel launch at a time
+            rotary_write(qkv.numpy(), cos, sin, kc.numpy(), vc.numpy(), slots, q.numpy())
         o = attend(q, kc, vc, meta, fwd.scale)                      # [T, H, D]
-        add_rms_rows(xn, fwd.linear(o.reshape(T, H * D), w.wo).numpy(), w.post_norm.numpy(),
-                     eps, hn)
-        gate, up = fwd.linear(h, w.w_gate_up).chunk(2, dim=-1)     # [T, intermediate] each
-        act = torch.nn.functional.silu(gate).mul_(up)              # torch's vectorised exp
+        y = fwd.linear(o.reshape(T, H * D), w.wo).numpy()
+        with LOCK:
+            add_rms_rows(xn, y, w.post_norm.numpy(), eps, hn)
+        gate_up = fwd.linear(h, w.w_gate_up)                        # [T, 2 intermediate]
+        act = torch.empty((T, gate_up.shape[1] // 2), dtype=x.dtype)
+        with LOCK:
+            silu_mul(gate_up.numpy(), act.numpy())
         nxt = layers[li + 1].input_norm if li + 1 < len(layers) else fwd.norm
-        add_rms_rows(xn, fwd.linear(act, w.w_down).numpy(), nxt.numpy(), eps, hn)
+        y = fwd.linear(act, w.w_down).numpy()
+        with LOCK:
+            add_rms_rows(xn, y, nxt.numpy(), eps, hn)
     return fwd.linear(h[logits_indices], fwd.lm_head).float()      # [R, vocab]
