@@ -5,10 +5,12 @@ its prediction misses the engine's measured step, this module says which term is
 timing the parts of the same step on the real weights, outside the engine:
 
 * ``linear``: every layer's four projections (qkv, o, gate_up, down) and the LM head,
-  ``torch.nn.functional.linear`` on the step's token count: the GEMMs (or GEMVs) the
-  roofline's compute or memory term stands for;
-* ``attention``: the paged-attention kernel the engine uses (numba on a CPU), once per layer
-  on the step's query and context lengths: priced by the roofline as FLOPs at sgemm speed;
+  through the engine's own linear backend on the step's token count: the GEMMs (or GEMVs)
+  the roofline's compute or memory term stands for;
+* ``attention``: the attention the engine's forward runs for that step (the numba kernels;
+  the fused forward sends prompt chunks of >= 256 tokens through torch's SDPA), once per
+  layer on the step's query and context lengths: priced by the roofline as FLOPs at sgemm
+  speed;
 * ``rest`` = the measured step minus both: norms, rotary, residual adds, the KV write,
   input preparation and sampling, which the model covers only with its per-op overhead.
 
@@ -37,7 +39,7 @@ def measure_parts(eng, chunks, repeats: int = 3) -> dict[str, float]:
     matter for timing; the blocks used are scratch)."""
     import torch
 
-    from inferlab import kernels
+    from inferlab.model.llama import AttentionMetadata, attention
     runner = eng.runner
     m = runner.model
     H, KVH, D = m.num_heads, m.num_kv_heads, m.head_dim
@@ -75,18 +77,19 @@ def measure_parts(eng, chunks, repeats: int = 3) -> dict[str, float]:
     sl = torch.tensor(seq_lens, dtype=torch.int32)
     qs = torch.tensor(qsl, dtype=torch.int32)
     q = torch.randn(T, H, D, dtype=m.dtype)                      # [T, H, D]
-    decode = all(n == 1 for n, _ in chunks)
+    meta = AttentionMetadata(slot_mapping=torch.zeros(T, dtype=torch.int64), block_tables=bt,
+                             seq_lens=sl, query_start_loc=qs,
+                             decode_only=all(n == 1 for n, _ in chunks), backend=runner.backend)
+    attend = attention                               # what the engine's forward would run
+    if m.fusable and runner.backend == "numba-cpu":
+        from inferlab.model.fused_ops import attention_for
+        attend = attention_for(meta)                 # torch's SDPA for long prompt chunks
 
     @torch.inference_mode()
-    def attention():
+    def attention_layers():
         for li in range(m.num_layers):
-            kc, vc = runner.k_cache[li], runner.v_cache[li]      # [blocks, bs, KVH, D]
-            if decode:
-                kernels.paged_attention_decode(q, kc, vc, bt, sl, m.scale, backend=runner.backend)
-            else:
-                kernels.paged_attention_prefill(q, kc, vc, bt, sl, qs, m.scale,
-                                                backend=runner.backend)
-    return {"linear": _median_time(linears, repeats), "attention": _median_time(attention, repeats)}
+            attend(q, runner.k_cache[li], runner.v_cache[li], meta, m.scale)
+    return {"linear": _median_time(linears, repeats), "attention": _median_time(attention_layers, repeats)}
 
 
 def model_parts(gpu, shape, chunks, dtype_bytes: int) -> dict[str, float]:

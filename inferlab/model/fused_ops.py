@@ -132,14 +132,20 @@ def attention_sdpa(q, k_cache, v_cache, meta, scale: float):
     return out
 
 
-def forward(fwd, input_ids, positions, meta, k_caches, v_caches, logits_indices):
-    """``LlamaForward.forward`` with the small ops fused (same arguments, same result)."""
-    T = input_ids.shape[0]
-    attend = attention
+def attention_for(meta):
+    """The attention this forward runs for a step: ``attention_sdpa`` when a sequence brings
+    >= SDPA_MIN_TOKENS new tokens, else the numba kernels (``llama.attention``)."""
     if not meta.decode_only:                        # a decode step has one new token a sequence
         new_tokens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
         if int(new_tokens.max()) >= SDPA_MIN_TOKENS:
-            attend = attention_sdpa
+            return attention_sdpa
+    return attention
+
+
+def forward(fwd, input_ids, positions, meta, k_caches, v_caches, logits_indices):
+    """``LlamaForward.forward`` with the small ops fused (same arguments, same result)."""
+    T = input_ids.shape[0]
+    attend = attention_for(meta)
     H, D = fwd.num_heads, fwd.head_dim
     layers = fwd.layers
     eps = np.float32(fwd.eps)
