@@ -89,7 +89,8 @@ def measure_parts(eng, chunks, repeats: int = 3) -> dict[str, float]:
     def attention_layers():
         for li in range(m.num_layers):
             attend(q, runner.k_cache[li], runner.v_cache[li], meta, m.scale)
-    return {"linear": _median_time(linears, repeats), "attention": _median_time(attention_layers, repeats)}
+    return {"linear": _median_time(linears, repeats),
+            "attention": _median_time(attention_layers, repeats)}
 
 
 def model_parts(gpu, shape, chunks, dtype_bytes: int) -> dict[str, float]:

@@ -18,8 +18,9 @@ attention kernels' vectorised ``exp_inplace``: numba's scalar exp is ~5x slower 
 
 With OpenMP's threads a parallel launch costs microseconds, so even 32 rows split over the
 cores; a 2048-token prefill gains most (A B A B in one process: its step 2.38 -> 2.31 s; the
-decode steps of the same run unchanged, BENCHMARKS.md "Speed, round 3"). The readable reference of the same pass is ``LlamaForward``'s
-op-by-op forward (model/llama.py); tests/test_fused_forward.py checks one against the other.
+decode steps of the same run unchanged, BENCHMARKS.md "Speed, round 3"). The readable
+reference of the same pass is ``LlamaForward``'s op-by-op forward (model/llama.py);
+tests/test_fused_forward.py checks one against the other.
 The kernels are module-level functions so that numba's on-disk cache finds them again in a
 new process (a jitted closure calling another misses it: it recompiled every time). llama.py
 imports this module only when the fast path runs, so ``import inferlab`` stays free of numba.
