@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     e.add_argument("-o", "--output", default=None, help="the page's path (one notebook)")
     e.set_defaults(fn=_export_html)
     c = sub.add_parser("cache", help="the cache of converted weights: info | warm "
-                       "(convert the default model now) | clear")
+                       "(convert the default model and compile the numba kernels now) | clear")
     c.add_argument("action", choices=["info", "warm", "clear"])
     c.set_defaults(fn=_cache)
     v = sub.add_parser("vllm", help="vLLM beside the lab: `inferlab vllm serve`")
