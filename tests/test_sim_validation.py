@@ -142,6 +142,7 @@ def test_bench_profile_times_the_parts_of_both_forwards_and_puts_them_back():
     from inferlab.bench.profile import PARTS, main
     from inferlab.model import fused_ops
     before = (kernels.paged_attention_decode, kernels.write_kv, fused_ops.add_rms_rows)
+    silu = fused_ops.silu_mul
     lines = []
     table = main(model="tiny", repeats=1, out=lines.append)
     assert len(table) == 8 and {path for _, path in table} == {"fused", "op by op"}
@@ -152,4 +153,6 @@ def test_bench_profile_times_the_parts_of_both_forwards_and_puts_them_back():
             continue
         assert med["attention"] > 0 and med["linear"] > 0 and med["rotary + kv write"] > 0
         assert (med["norms + adds"] > 0) == (path == "fused")
+        assert (med["silu"] > 0) == (path == "fused")           # op by op: torch's, in "rest"
     assert (kernels.paged_attention_decode, kernels.write_kv, fused_ops.add_rms_rows) == before
+    assert fused_ops.silu_mul is silu

@@ -16,7 +16,7 @@ import os
 import statistics
 import time
 
-PARTS = ("linear", "lm head", "attention", "rotary + kv write", "norms + adds")
+PARTS = ("linear", "lm head", "attention", "rotary + kv write", "norms + adds", "silu")
 
 
 @contextlib.contextmanager
@@ -36,6 +36,7 @@ def _timers(model, spent):
 
     patches = [(fused_ops, "rms_rows", "norms + adds"), (fused_ops, "add_rms_rows", "norms + adds"),
                (fused_ops, "rotary_write", "rotary + kv write"),
+               (fused_ops, "silu_mul", "silu"),          # fused only (op by op: in "rest")
                (fused_ops, "attention_sdpa", "attention"),
                (kernels, "write_kv", "rotary + kv write"),
                (kernels, "paged_attention_decode", "attention"),
