@@ -21,12 +21,20 @@ def _median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+def hf_greedy_config(new_tokens: int, ignore_eos: bool = True):
+    """transformers' GenerationConfig for the benchmarks' greedy runs (exactly ``new_tokens``
+    when ``ignore_eos``), shared by ``bench_engine`` and the transformers worker."""
+    from transformers import GenerationConfig
+    return GenerationConfig(max_new_tokens=new_tokens,
+                            min_new_tokens=new_tokens if ignore_eos else 0, do_sample=False,
+                            eos_token_id=None, pad_token_id=0)
+
+
 def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model=None,
                  batch1_requests=4, device=None, out=print) -> dict:
     """tokens/s of the same requests through four paths; returns {name: tok/s} and ratios."""
     import numpy as np
     import torch
-    from transformers import GenerationConfig
 
     import inferlab as il
     kw = {"device": device} if device else {}
@@ -52,8 +60,7 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
             assert all(len(o.token_ids) == new_tokens for o in outs)
         return run
 
-    gc = GenerationConfig(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                          eos_token_id=None, pad_token_id=0)
+    gc = hf_greedy_config(new_tokens)
 
     def hf_padded(batch):
         def run():

@@ -39,7 +39,7 @@ def measure_parts(eng, chunks, repeats: int = 3) -> dict[str, float]:
     matter for timing; the blocks used are scratch)."""
     import torch
 
-    from inferlab.model.llama import AttentionMetadata, attention
+    from inferlab.model.llama import AttentionMetadata
     runner = eng.runner
     m = runner.model
     H, KVH, D = m.num_heads, m.num_kv_heads, m.head_dim
@@ -80,10 +80,7 @@ def measure_parts(eng, chunks, repeats: int = 3) -> dict[str, float]:
     meta = AttentionMetadata(slot_mapping=torch.zeros(T, dtype=torch.int64), block_tables=bt,
                              seq_lens=sl, query_start_loc=qs,
                              decode_only=all(n == 1 for n, _ in chunks), backend=runner.backend)
-    attend = attention                               # what the engine's forward would run
-    if m.fusable and runner.backend == "numba-cpu":
-        from inferlab.model.fused_ops import attention_for
-        attend = attention_for(meta)                 # torch's SDPA for long prompt chunks
+    attend = m.attention_for(meta)                   # what the engine's forward would run
 
     @torch.inference_mode()
     def attention_layers():
@@ -191,7 +188,7 @@ def main(batches=(1, 8, 32), model=None, repeats: int = 5, linear_backend: str =
         f"{mach['read_bandwidth'] / 1e9:.1f} GB/s")
     out(f"{'batch':>5} {'ideal ms':>9} {'step ms':>8} {'share':>6} {'tok/s':>7} {'forward':>8}   "
         "split of the step (ms): linear | attention | sampling | other forward | host")
-    fused = eng.runner.model.fusable and eng.runner.backend == "numba-cpu"
+    fused = eng.runner.model.runs_fused(eng.runner.backend)
     rows = {}
     for b in batches:
         s = split(eng, b, repeats)

@@ -258,13 +258,13 @@ def _transformers_engine(model: str | None):
     import transformers
 
     from inferlab.model.loader import load_model
+
+    from .engine import hf_greedy_config
     hf = load_model(model).hf_model
 
     def generate(prompts, max_tokens, ignore_eos):        # one batch; the prompts' lengths
         ids = torch.tensor(prompts)                       # are equal: nothing to pad
-        gc = transformers.GenerationConfig(
-            max_new_tokens=max_tokens, min_new_tokens=max_tokens if ignore_eos else 0,
-            do_sample=False, eos_token_id=None, pad_token_id=0)
+        gc = hf_greedy_config(max_tokens, ignore_eos)
         with torch.inference_mode():
             out = hf.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gc)
         return out[:, ids.shape[1]:].tolist()

@@ -28,7 +28,7 @@ from numba import njit, prange
 
 from inferlab.kernels.numba_cpu import FASTMATH, LOCK, PARALLEL_MIN_BYTES, attend_rows
 
-from .fused_ops import rms_rows
+from .fused_ops import rms_row
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -43,7 +43,6 @@ def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, w
     half = d_n // 2
     x = embed[token].copy()                                  # [hidden] the residual stream
     h = np.empty(hidden, np.float32)                         # [hidden] normed input
-    x_row, h_row = x.reshape((1, hidden)), h.reshape((1, hidden))   # views for rms_rows
     qkv = np.empty(n_qkv, np.float32)                        # [(H + 2 KVH) * D]
     q = np.empty((1, num_heads, d_n), np.float32)            # [1, H, D]
     o = np.empty((1, num_heads, d_n), np.float32)            # [1, H, D]
@@ -56,7 +55,7 @@ def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, w
         sin[j] = np.sin(f) * rope_scale
     blk, off = table[pos // bs], pos % bs
     for li in range(len(wqkv)):
-        rms_rows(x_row, in_norm[li], eps, h_row)
+        rms_row(x, in_norm[li], eps, h)
         w = wqkv[li]
         for i in prange(n_qkv):
             acc = np.float32(0.0)
@@ -93,7 +92,7 @@ def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, w
             for j in range(of.shape[0]):
                 acc += w[i, j] * of[j]
             x[i] += acc
-        rms_rows(x_row, post_norm[li], eps, h_row)
+        rms_row(x, post_norm[li], eps, h)
         w = wgu[li]                                           # [gate; up] rows
         for i in prange(inter):
             g = np.float32(0.0)
@@ -108,7 +107,7 @@ def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, w
             for j in range(inter):
                 acc += w[i, j] * act[j]
             x[i] += acc
-    rms_rows(x_row, final_norm, eps, h_row)
+    rms_row(x, final_norm, eps, h)
     for i in prange(lm_head.shape[0]):
         acc = np.float32(0.0)
         for j in range(hidden):

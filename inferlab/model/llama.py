@@ -118,12 +118,23 @@ class LlamaForward:
         rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
         return x * cos + rotated * sin
 
+    def runs_fused(self, attention_backend: str) -> bool:
+        """Whether steps with this attention backend take the fused fast paths (module docs)."""
+        return self.fusable and attention_backend == "numba-cpu"
+
+    def attention_for(self, meta: AttentionMetadata):
+        """The attention function this forward runs for a step with ``meta``."""
+        if self.runs_fused(meta.backend):
+            from .fused_ops import attention_for
+            return attention_for(meta)                        # SDPA for long prompt chunks
+        return attention
+
     @torch.inference_mode()
     def forward(self, input_ids, positions, meta: AttentionMetadata, k_caches, v_caches,
                 logits_indices):
         """input_ids, positions: [T]; returns logits [len(logits_indices), vocab]."""
         T = input_ids.shape[0]
-        if self.fusable and meta.backend == "numba-cpu":      # the fast paths (module docs)
+        if self.runs_fused(meta.backend):                     # the fast paths (module docs)
             from . import fused_ops                           # imports numba: only when used
             if T == 1 and meta.decode_only and logits_indices.shape[0] == 1:
                 if self._fused is None:
