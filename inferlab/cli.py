@@ -164,7 +164,7 @@ def main(argv=None) -> int:
     b.add_argument("--alone", action="store_true",
                    help="engine: inferlab and transformers' padded batch each in its own process")
     b.add_argument("--linear-backend", default="auto",
-                   help="roofline: the GEMM path (auto, torch, onednn, onednn-packed, numba+...)")
+                   help="roofline: the GEMM path (auto, torch, onednn, onednn-packed, numba, numba+...)")
     b.add_argument("--out", default="build/bench/clock",
                    help="clock: where the table (JSON) and the figure (SVG, PNG) go")
     b.add_argument("--threads", type=int, default=None,

@@ -117,7 +117,8 @@ def test_qwen2_biases_and_tied_shapes_fused_match_per_op():
 
 def test_fused_only_where_it_applies():
     """The op-by-op path runs for the other linear backends and for reference attention."""
-    for linear, fusable in (("numba+onednn", True), ("onednn", False), ("torch", False)):
+    for linear, fusable in (("numba", True), ("numba+onednn", True), ("onednn", False),
+                            ("torch", False)):
         eng = il.Engine("tiny", num_blocks=8, linear_backend=linear)
         assert eng.runner.model.fusable is fusable
     eng = il.Engine("tiny", num_blocks=8, attention_backend="reference",

@@ -1,4 +1,5 @@
 """Greedy parity with transformers, token for token, on real SmolLM2 and a tiny random Llama."""
+import numpy as np
 import pytest
 import torch
 
@@ -35,7 +36,8 @@ def check_parity(engine, hf, n=32):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block_size, backend, linear", [
-    (16, "auto", "numba+onednn-packed"), (16, "auto", "numba+onednn"), (16, "auto", "onednn"),
+    (16, "auto", "numba"), (16, "auto", "numba+onednn-packed"), (16, "auto", "numba+onednn"),
+    (16, "auto", "onednn"),
     (7, "reference", "torch")])
 def test_smollm2_greedy_matches_transformers(smollm2, block_size, backend, linear):
     eng = il.Engine(block_size=block_size, attention_backend=backend, linear_backend=linear)
@@ -47,7 +49,8 @@ def test_smollm2_greedy_matches_transformers(smollm2, block_size, backend, linea
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed", "numba+onednn-packed"])
+@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed", "numba",
+                                    "numba+onednn-packed"])
 def test_smollm2_prefill_logits_match(smollm2, linear):
     eng = il.Engine(block_size=16, linear_backend=linear)
     ids = eng.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 6)
@@ -68,15 +71,16 @@ def test_chat_answer_is_paris():
 
 @pytest.mark.parametrize("backend", ["reference", "numba-cpu"])
 @pytest.mark.parametrize("block_size", [16, 3])
-@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed", "numba+onednn",
-                                    "numba+onednn-packed"])
+@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed", "numba",
+                                    "numba+onednn", "numba+onednn-packed"])
 def test_tiny_greedy_matches_transformers(block_size, backend, linear):
     eng = il.Engine("tiny", block_size=block_size, num_blocks=256, attention_backend=backend,
                     linear_backend=linear)
     check_parity(eng, eng.loaded.hf_model, n=16)
 
 
-@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed", "numba+onednn"])
+@pytest.mark.parametrize("linear", ["torch", "onednn", "onednn-packed", "numba",
+                                    "numba+onednn"])
 def test_tiny_prefill_logits_match(linear):
     eng = il.Engine("tiny", num_blocks=64, linear_backend=linear)
     ids = list(range(100, 160))
@@ -103,7 +107,7 @@ def test_tiny_greedy_matches_transformers_on_gpu(backend):
 def test_linear_backends_choose_and_refuse_clearly():
     from inferlab.model import linear
     gb = 1 << 30
-    assert linear.resolve("auto", "cpu", torch.float32, gb, 4 * gb) == "numba+onednn-packed"
+    assert linear.resolve("auto", "cpu", torch.float32, gb, 4 * gb) == "numba"
     assert linear.resolve("auto", "cpu", torch.float32, gb, 2 * gb) == "numba+onednn"  # no room
     assert linear.resolve("auto", "cpu", torch.bfloat16, gb, 4 * gb) == "onednn-packed"
     assert linear.resolve("auto", "cuda", torch.float32, gb, 4 * gb) == "torch"
@@ -125,3 +129,9 @@ def test_linear_backends_choose_and_refuse_clearly():
         pa = ma.linear.packed(getattr(ma.layers[0], w))
         assert pa is mb.linear.packed(getattr(mb.layers[0], w)) and pa.is_mkldnn
     assert ma.linear.packed(ma.lm_head) is mb.linear.packed(mb.lm_head) is not None
+    # ... and the numba GEMM's panels likewise, apart from oneDNN's
+    mc, md = (il.Engine("tiny", num_blocks=16, linear_backend="numba").runner.model
+              for _ in range(2))
+    pc = mc.linear.packed(mc.layers[0].wo)
+    assert pc is md.linear.packed(md.layers[0].wo)
+    assert isinstance(pc, np.ndarray) and pc is not ma.linear.packed(ma.layers[0].wo)

@@ -82,7 +82,7 @@ def main(model=None, repeats: int = 2, out=print) -> dict:
     eng = il.Engine(model, max_num_seqs=32, enable_prefix_caching=False)
     m = eng.runner.model
     if not m.runs_fused(eng.runner.backend):
-        raise SystemExit(f"the fused forward needs a numba+ linear backend and numba attention; "
+        raise SystemExit(f"the fused forward needs a numba linear backend and numba attention; "
                          f"this engine has {eng.runner.linear_backend} / {eng.runner.backend}")
     rng = np.random.default_rng(0)
     spent = collections.defaultdict(float)

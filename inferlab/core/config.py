@@ -30,7 +30,7 @@ class EngineConfig:
     long_prefill_token_threshold: int | None = 0   # prompt tokens per request per step; 0 = off
     contiguous_reserve: str = "max_model_len"
     attention_backend: str = "auto"     # or one of inferlab.kernels.ALL_BACKENDS (checked by the runner)
-    linear_backend: str = "auto"        # GEMMs: "torch" (reference), "onednn[-packed]", "numba+..." (model/linear.py)
+    linear_backend: str = "auto"        # GEMMs: "torch" (reference), "onednn[-packed]", "numba[+...]" (model/linear.py)
     clock: str = "wall"                 # "wall" or a GPU profile name, e.g. "H100" (checked by sim)
     sim_model: str | None = None        # model shape the simulated clock prices (None = the real one)
     dtype: str = "float32"
@@ -49,7 +49,7 @@ class EngineConfig:
         check_type("attention_backend", self.attention_backend, str,
                    "'auto' or a backend name from inferlab.kernels")
         check_type("linear_backend", self.linear_backend, str,
-                   "'auto', 'torch', 'onednn' or 'onednn-packed'")
+                   "'auto' or a backend name from inferlab.model.linear.LINEAR_BACKENDS")
         choice("dtype", DTYPES)
         choice("contiguous_reserve", CONTIGUOUS_RESERVE)
         check_type("clock", self.clock, str, "'wall' or a GPU name such as 'H100'")

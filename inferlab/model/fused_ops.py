@@ -7,7 +7,7 @@ those becomes one numba call over all rows, its rows split over the cores (SiLU 
 attention kernels' vectorised ``exp_inplace``: numba's scalar exp is ~5x slower than torch's):
 
     h = rms_norm(x)                                    (once, before the first layer)
-    per layer:  qkv = linear(h)                        oneDNN / torch, as the linear backend says
+    per layer:  qkv = linear(h)                        numba GEMM / oneDNN / torch (linear backend)
                 q = rotary_write(qkv)                  rotary on q and k, K and V into the cache
                 o = attention(q)                       the numba paged-attention kernels
                                                        (torch's SDPA for long prompt chunks)

@@ -9,14 +9,17 @@ these (BENCHMARKS.md, section "Speed").
   memory; ~1.3-1.8x faster than MKL here at 1-32 rows.
 * ``"onednn-packed"``: the weights also reordered once into oneDNN's blocked layout (a copy,
   as large as the weights: +0.54 GB for SmolLM2 in fp32); ~2-2.6x faster at 1-32 rows.
+* ``"numba"``: the weights also copied once into 32-column panels (as large as the weights)
+  for a numba GEMM (model/gemm.py): ~1.2-1.6x oneDNN's packed GEMM at 8-64 rows here, level
+  with it at 2048; single rows through the numba GEMV below.
 * ``"numba+onednn"``, ``"numba+onednn-packed"``: a single row (one sequence decoding: the
   token stream a reader watches) through a numba GEMV that streams the plain fp32 weights
   over all cores (~1.6x oneDNN's packed GEMV here); more rows as the oneDNN backend named.
   With these backends and numba attention the forward itself runs fused: one sequence
   decoding as a single numba call over all layers (model/fused_decode.py), more rows with
   the small ops between the GEMMs in numba kernels (model/fused_ops.py).
-* ``"auto"``: ``numba+onednn-packed`` when the packed copy fits comfortably in free memory
-  (less than a third of it), else ``numba+onednn``; ``torch`` where oneDNN cannot run (GPU,
+* ``"auto"``: ``numba`` when the packed copy fits comfortably in free memory (less than a
+  third of it), else ``numba+onednn``; ``torch`` where oneDNN cannot run (GPU,
   other dtypes); without numba, the oneDNN backend alone.
 
 Outputs agree with the reference to float32 rounding (summation order differs, ~1e-4
@@ -30,9 +33,10 @@ import importlib.util
 
 import torch
 
-LINEAR_BACKENDS = ("torch", "onednn", "onednn-packed", "numba+onednn", "numba+onednn-packed")
+LINEAR_BACKENDS = ("torch", "onednn", "onednn-packed", "numba", "numba+onednn",
+                   "numba+onednn-packed")
 PACK_HINT_ROWS = 32      # the row count oneDNN lays the packed weights out for (any count runs)
-_PACKED_ATTR = "_inferlab_packed"
+_PACKED_ATTR = {"onednn": "_inferlab_packed", "numba": "_inferlab_panels"}
 
 
 def unavailable(name: str, device: str, dtype) -> str | None:
@@ -40,24 +44,26 @@ def unavailable(name: str, device: str, dtype) -> str | None:
     if name == "torch":
         return None
     if not str(device).startswith("cpu"):
-        return f"oneDNN linear runs on the CPU only (the model is on {device})"
+        return f"the {name} linear backend runs on the CPU only (the model is on {device})"
+    if name.startswith("numba"):
+        if dtype != torch.float32:
+            return f"the numba GEMV and GEMM take float32 weights, not {dtype}"
+        if importlib.util.find_spec("numba") is None:
+            return "numba is not installed"
+        if name == "numba":
+            return None
     if dtype not in (torch.float32, torch.bfloat16):
         return f"oneDNN linear here takes float32 or bfloat16 weights, not {dtype}"
     if not torch.backends.mkldnn.is_available():
         return "this torch build has no oneDNN (mkldnn)"
-    if name.startswith("numba+"):
-        if dtype != torch.float32:
-            return f"the numba GEMV takes float32 weights, not {dtype}"
-        if importlib.util.find_spec("numba") is None:
-            return "numba is not installed"
     return None
 
 
 def resolve(name: str, device: str, dtype, weight_bytes: int, free_bytes: int) -> str:
     """The concrete backend for ``name``, or ValueError naming why it cannot run."""
     if name == "auto":
-        dnn = "onednn-packed" if 3 * weight_bytes < free_bytes else "onednn"
-        for choice in (f"numba+{dnn}", dnn):
+        fits = 3 * weight_bytes < free_bytes
+        for choice in ("numba" if fits else "numba+onednn", "onednn-packed" if fits else "onednn"):
             if unavailable(choice, device, dtype) is None:
                 return choice
         return "torch"
@@ -102,28 +108,36 @@ def _pointwise(x, w, bias):
 
 class Linear:
     """``y = x @ w.T + b`` by one backend. The model keeps its plain weights; ``prepare(w,
-    owner)`` adds what the backend needs beside them (oneDNN's packed copy, kept on
-    ``owner``, the model's own module, so that every engine sharing a cached model shares
-    one packed copy too) and ``packed(w)`` returns it."""
+    owner)`` adds what the backend needs beside them (oneDNN's packed copy or the numba GEMM's
+    panels, kept on ``owner``, the model's own module, so that every engine sharing a cached
+    model shares one copy too) and ``packed(w)`` returns it."""
 
     def __init__(self, backend: str):
         self.backend = backend
-        self._gemv = backend.startswith("numba+")
-        self._pack = backend.endswith("-packed")
-        self._packed: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._gemv = backend.startswith("numba")
+        self._pack = {"numba": "numba"}.get(backend,
+                                             "onednn" if backend.endswith("-packed") else None)
+        self._packed: dict[int, tuple[torch.Tensor, object]] = {}
+
+    def _make_packed(self, w: torch.Tensor):
+        with torch.no_grad():
+            if self._pack == "numba":
+                from .gemm import pack
+                return pack(w.numpy())
+            return torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT_ROWS)
 
     def prepare(self, w: torch.Tensor, owner) -> torch.Tensor:
         if self._pack:
-            cache = getattr(owner, _PACKED_ATTR, None)
+            attr = _PACKED_ATTR[self._pack]
+            cache = getattr(owner, attr, None)
             key = (w.data_ptr(), tuple(w.shape))
             if cache is None or cache[0] != key:
-                with torch.no_grad():
-                    cache = (key, torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT_ROWS))
-                object.__setattr__(owner, _PACKED_ATTR, cache)   # plain attribute
+                cache = (key, self._make_packed(w))
+                object.__setattr__(owner, attr, cache)           # plain attribute
             self._packed[id(w)] = (w, cache[1])                  # w kept: its id stays its own
         return w
 
-    def packed(self, w: torch.Tensor) -> torch.Tensor | None:
+    def packed(self, w: torch.Tensor):
         hit = self._packed.get(id(w))
         return hit[1] if hit is not None else None
 
@@ -133,4 +147,9 @@ class Linear:
         if self._gemv and x.shape[0] == 1:
             return gemv(x, w, bias)
         hit = self._packed.get(id(w))
+        if self._pack == "numba" and hit is not None:
+            from .gemm import gemm
+            y = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype)
+            gemm(x.contiguous().numpy(), hit[1], y.numpy())
+            return y if bias is None else y + bias
         return _pointwise(x, hit[1] if hit is not None else w, bias)

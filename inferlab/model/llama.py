@@ -3,7 +3,7 @@
 It reads the real weights of a loaded transformers model and runs every scheduled token
 of every request through one packed forward: no padding, no per-request loop outside
 attention. Attention itself lives in ``inferlab.kernels``. ``forward`` below, op by op in
-torch, is the readable reference; with a ``numba+`` linear backend and numba attention the
+torch, is the readable reference; with a numba linear backend (``numba``, ``numba+...``) and numba attention the
 same pass runs fused (model/fused_decode.py for one row, model/fused_ops.py for more).
 """
 from __future__ import annotations
@@ -94,7 +94,7 @@ class LlamaForward:
         self.device = self.embed.device
         # With numba GEMVs and numba attention: one sequence decoding runs as one numba call
         # (model/fused_decode.py), more rows with the small ops fused (model/fused_ops.py).
-        self.fusable = (linear_backend.startswith("numba+") and self.dtype == torch.float32
+        self.fusable = (linear_backend.startswith("numba") and self.dtype == torch.float32
                         and self.device.type == "cpu")
         self._fused = None
         _release_freed_memory()
