@@ -110,7 +110,8 @@ def model_parts(gpu, shape, chunks, dtype_bytes: int) -> dict[str, float]:
 
 def machine() -> dict:
     """This CPU's sgemm FLOP/s and memory bandwidth, measured by the this-cpu clock's profile
-    (sim/this_cpu.py: medians of repeats; the faster of torch's and oneDNN's GEMM)."""
+    (sim/this_cpu.py: medians of repeats; the faster of torch's and oneDNN's GEMM; the
+    engine's numba GEMM can beat both at 8-64 rows)."""
     import torch
 
     from inferlab.sim.this_cpu import measure_bandwidth, measure_sgemm_flops

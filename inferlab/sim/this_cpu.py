@@ -67,8 +67,9 @@ def timed(fn, repeats: int) -> list[float]:
 
 def measure_sgemm_flops(shapes=SGEMM_SHAPES, repeats: int = 5) -> float:
     """fp32 matmul FLOP/s: per shape the median of ``repeats`` through torch's ``mm`` and
-    through oneDNN with prepacked weights (what the engine's linear layers use by default,
-    model/linear.py), the faster of the two; median over shapes."""
+    through oneDNN with prepacked weights, the faster of the two; median over shapes. (The
+    engine's own numba GEMM, model/gemm.py, is level with oneDNN at these prefill-sized
+    shapes, within 1-6%, and faster at decode's 8-64 rows; sim/ does not import model/.)"""
     import torch
     dnn = torch.backends.mkldnn.is_available()
     rates = []
