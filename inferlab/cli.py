@@ -63,6 +63,10 @@ def _bench(args) -> int:
         bench_roofline(model=args.model, repeats=args.repeats + 2,
                        linear_backend=args.linear_backend)
         return 0
+    if args.what == "gemm":
+        from inferlab.bench.gemm import main as bench_gemm
+        bench_gemm(repeats=args.repeats + 2)
+        return 0
     if args.what == "profile":
         from inferlab.bench.profile import main as bench_profile
         bench_profile(model=args.model, repeats=args.repeats)
@@ -155,7 +159,7 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
                                     "trace", "widgets", "prefix-reuse", "vllm", "clock",
-                                    "roofline", "profile"])
+                                    "roofline", "profile", "gemm"])
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000)")

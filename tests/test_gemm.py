@@ -55,3 +55,14 @@ def test_numba_linear_backend_matches_f_linear():
     other = torch.randn(50, 96)
     x = torch.randn(5, 96)
     assert torch.allclose(lin(x, other), x @ other.T, atol=1e-4)
+
+
+def test_bench_gemm_reports_every_row_count():
+    """`inferlab bench gemm` on two layers: a line per row count with all three paths."""
+    from inferlab.bench.gemm import main
+    lines = []
+    res = main(rows=(8, 33), layers=2, repeats=1, out=lines.append)
+    assert sorted(res) == [8, 33] and len(lines) == 2 + 2 + 1
+    for rates in res.values():
+        assert set(rates) == {"numba GEMM", "oneDNN packed", "F.linear"}
+        assert all(r > 0 for r in rates.values())
