@@ -40,7 +40,8 @@ def _bench(args) -> int:
     if args.what == "engine":
         from inferlab.bench.engine import bench_engine
         bench_engine(num_requests=args.requests or 32, repeats=args.repeats, model=args.model,
-                     device=args.device)
+                     device=args.device, other_linear=args.linear_backend
+                     if args.linear_backend != "auto" else "torch")
         return 0
     if args.what == "trace":
         from inferlab.bench.engine import bench_trace, print_trace_bench
@@ -168,7 +169,8 @@ def main(argv=None) -> int:
     b.add_argument("--alone", action="store_true",
                    help="engine: inferlab and transformers' padded batch each in its own process")
     b.add_argument("--linear-backend", default="auto",
-                   help="roofline: the GEMM path (auto, torch, onednn, onednn-packed, numba, numba+...)")
+                   help="roofline: the GEMM path (auto, torch, onednn, onednn-packed, numba, "
+                   "numba+...); engine: the second inferlab engine's (default torch)")
     b.add_argument("--out", default="build/bench/clock",
                    help="clock: where the table (JSON) and the figure (SVG, PNG) go")
     b.add_argument("--threads", type=int, default=None,

@@ -31,8 +31,10 @@ def hf_greedy_config(new_tokens: int, ignore_eos: bool = True):
 
 
 def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model=None,
-                 batch1_requests=4, device=None, out=print) -> dict:
-    """tokens/s of the same requests through four paths; returns {name: tok/s} and ratios."""
+                 batch1_requests=4, device=None, other_linear="torch", out=print) -> dict:
+    """tokens/s of the same requests through five paths; returns {name: tok/s} and ratios.
+    ``other_linear``: the linear backend of the second inferlab engine (the reference GEMMs,
+    ``F.linear``, unless told otherwise), to show what the default's GEMMs buy."""
     import numpy as np
     import torch
 
@@ -41,9 +43,9 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
     # prefix caching off: each repeat sends the same prompts, which would hit the cache from
     # the second run on and flatter the engine against paths that cannot reuse anything
     eng = il.Engine(model, max_num_seqs=num_requests, enable_prefix_caching=False, **kw)
-    # the same engine with the reference GEMMs (F.linear), to show what the fast path buys
+    # the same engine with other GEMMs (F.linear by default), to show what the fast path buys
     ref = il.Engine(model, max_num_seqs=num_requests, num_blocks=eng.num_blocks,
-                    enable_prefix_caching=False, linear_backend="torch", **kw)
+                    enable_prefix_caching=False, linear_backend=other_linear, **kw)
     hf = eng.loaded.hf_model
     dev = next(hf.parameters()).device
     rng = np.random.default_rng(0)
@@ -82,7 +84,8 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
             res = cb_model.generate_batch(prompts, generation_config=gc, progress_bar=False)
         assert len(res) == num_requests
 
-    paths = {"inferlab engine": through(eng), "inferlab, linear_backend=torch": through(ref),
+    paths = {"inferlab engine": through(eng),
+             f"inferlab, linear_backend={other_linear}": through(ref),
              "transformers padded x32": hf_padded(prompts)}
     try:
         from transformers import AutoModelForCausalLM
@@ -103,12 +106,13 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
             times[name].append(time.perf_counter() - t)
     results = {k: total / statistics.median(v) for k, v in times.items()}
     results["transformers batch 1"] = batch1_requests * new_tokens / _median_time(hf_batch1, 1)
+    width = max(map(len, results))
     for k, v in results.items():
-        out(f"  {k:30s} {v:8.1f} tok/s")
+        out(f"  {k:{width}s} {v:8.1f} tok/s")
     base = results["inferlab engine"]
     for k, v in results.items():
         if k != "inferlab engine":
-            out(f"  inferlab / {k:28s} = {base / v:5.2f}x")
+            out(f"  inferlab / {k:{width}s} = {base / v:5.2f}x")
     return results
 
 
