@@ -118,12 +118,14 @@ class Linear:
         self._pack = {"numba": "numba"}.get(backend,
                                              "onednn" if backend.endswith("-packed") else None)
         self._packed: dict[int, tuple[torch.Tensor, object]] = {}
+        if self._pack == "numba":
+            from . import gemm                       # numba: imported only when used
+            self._gemm, self._pack_panels = gemm.gemm, gemm.pack
 
     def _make_packed(self, w: torch.Tensor):
         with torch.no_grad():
             if self._pack == "numba":
-                from .gemm import pack
-                return pack(w.numpy())
+                return self._pack_panels(w.numpy())
             return torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT_ROWS)
 
     def prepare(self, w: torch.Tensor, owner) -> torch.Tensor:
@@ -148,8 +150,7 @@ class Linear:
             return gemv(x, w, bias)
         hit = self._packed.get(id(w))
         if self._pack == "numba" and hit is not None:
-            from .gemm import gemm
             y = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype)
-            gemm(x.contiguous().numpy(), hit[1], y.numpy())
+            self._gemm(x.contiguous().numpy(), hit[1], y.numpy())
             return y if bias is None else y + bias
         return _pointwise(x, hit[1] if hit is not None else w, bias)
