@@ -51,7 +51,7 @@ def test_numba_linear_backend_matches_f_linear():
         for bias in (None, b):
             ref = torch.nn.functional.linear(x, w, bias)
             assert torch.allclose(lin(x, w, bias), ref, atol=1e-4), (rows, bias is None)
-    # a weight the backend was not given to prepare still runs (oneDNN on the plain weights)
+    # a weight the backend was not given to prepare still runs (F.linear)
     other = torch.randn(50, 96)
     x = torch.randn(5, 96)
     assert torch.allclose(lin(x, other), x @ other.T, atol=1e-4)

@@ -17,8 +17,9 @@ rows of the weights); attention is the numba CPU kernel's own ``attend_rows``. T
 reference of the same step is ``LlamaForward.forward`` (model/llama.py);
 tests/test_fused_forward.py checks this path against it and against transformers.
 
-Used when the linear backend is a numba one (``numba``, ``numba+...``), the attention backend is ``numba-cpu``,
-the model is float32 on the CPU, and the step is one sequence decoding one token.
+Used when the linear backend is a numba one (``numba``, ``numba+...``), the attention
+backend is ``numba-cpu``, the model is float32 on the CPU, and the step is one sequence
+decoding one token.
 """
 from __future__ import annotations
 

@@ -149,7 +149,9 @@ class Linear:
         if self._gemv and x.shape[0] == 1:
             return gemv(x, w, bias)
         hit = self._packed.get(id(w))
-        if self._pack == "numba" and hit is not None:
+        if self._pack == "numba":
+            if hit is None:                          # a weight it was not given to prepare
+                return torch.nn.functional.linear(x, w, bias)
             y = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype)
             self._gemm(x.contiguous().numpy(), hit[1], y.numpy())
             return y if bias is None else y + bias

@@ -3,8 +3,9 @@
 It reads the real weights of a loaded transformers model and runs every scheduled token
 of every request through one packed forward: no padding, no per-request loop outside
 attention. Attention itself lives in ``inferlab.kernels``. ``forward`` below, op by op in
-torch, is the readable reference; with a numba linear backend (``numba``, ``numba+...``) and numba attention the
-same pass runs fused (model/fused_decode.py for one row, model/fused_ops.py for more).
+torch, is the readable reference; with a numba linear backend (``numba``, ``numba+...``)
+and numba attention the same pass runs fused (model/fused_decode.py for one row,
+model/fused_ops.py for more).
 """
 from __future__ import annotations
 
