@@ -119,7 +119,16 @@ def test_a_view_given_a_trace_leaves_it_recording():
     trace.stop()
 
 
-def test_a_sigint_inside_a_step_lands_as_the_step_returns():
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler for the test, whatever an earlier test left installed (a
+    process that ignores SIGINT rightly has the held one ignored too), restored after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_a_sigint_inside_a_step_lands_as_the_step_returns(python_sigint):
     """Without this, Ctrl-C could stop a step halfway (a hook raising KeyboardInterrupt
     mid-publish, blocks half freed). The hook runs to its end; the interrupt comes after."""
     eng = il.Engine("tiny", num_blocks=32, block_size=4)
