@@ -222,9 +222,13 @@ def test_out_of_order_and_restarted_sequences_warn(make):
 
 def test_lost_and_malformed_step_reports_warn(make):
     fake, conn = make()
-    fake.sseq += 3                                          # three reports never sent
-    fake.spub.send_multipart([b"inferlab-steps", b"\x92\x01"])   # not a report
-    fake.spub.send_multipart([b"inferlab-steps", msgspec.msgpack.encode({"type": "step"})])
+    # under the fake's lock: its heartbeat thread sends on the same socket, and a ZMQ socket
+    # used from two threads at once can interleave two messages' frames (seen: a heartbeat
+    # merged into a "3 parts" message, so one report more went missing)
+    with fake.lock:
+        fake.sseq += 3                                      # three reports never sent
+        fake.spub.send_multipart([b"inferlab-steps", b"\x92\x01"])   # not a report
+        fake.spub.send_multipart([b"inferlab-steps", msgspec.msgpack.encode({"type": "step"})])
     run_workload(fake, conn)
     text = "\n".join(conn.warnings)
     assert "3 step reports lost" in text and "malformed step report" in text
