@@ -27,13 +27,14 @@ def main(rows=ROWS, layers: int = 30, repeats: int = 5, out=print) -> dict:
     import torch
 
     from inferlab.model import gemm
+    from inferlab.model.linear import onednn_linear, onednn_pack
     if not torch.backends.mkldnn.is_available():
         raise SystemExit("bench gemm compares with oneDNN, which this torch build lacks")
 
     gen = torch.Generator().manual_seed(0)
     plain = [[torch.randn(n, k, generator=gen) for n, k in SHAPES] for _ in range(layers)]
     panels = [[gemm.pack(w.numpy()) for w in ws] for ws in plain]
-    dnn = [[torch.ops.mkldnn._reorder_linear_weight(w, 32) for w in ws] for ws in plain]
+    dnn = [[onednn_pack(w) for w in ws] for ws in plain]
     out(f"{layers} layers x {len(SHAPES)} GEMMs (SmolLM2-135M's), fp32, "
         f"{torch.get_num_threads()} threads, median of {repeats} after a warm-up, paths "
         f"alternated; load {os.getloadavg()[0]:.2f}")
@@ -52,7 +53,7 @@ def main(rows=ROWS, layers: int = 30, repeats: int = 5, out=print) -> dict:
         def onednn():
             for ws in dnn[:n_layers]:
                 for (n, k), w in zip(SHAPES, ws):
-                    torch.ops.mkldnn._linear_pointwise(xs[k], w, None, "none", [], "")
+                    onednn_linear(xs[k], w)
 
         def f_linear():
             for ws in plain[:n_layers]:

@@ -102,8 +102,14 @@ def gemv(x: torch.Tensor, w: torch.Tensor, bias=None) -> torch.Tensor:
     return y if bias is None else y + bias
 
 
-def _pointwise(x, w, bias):
+def onednn_linear(x, w, bias=None):
+    """oneDNN's ``F.linear`` on plain weights or on ``onednn_pack(w)``."""
     return torch.ops.mkldnn._linear_pointwise(x, w, bias, "none", [], "")
+
+
+def onednn_pack(w):
+    """``w`` [out, in] reordered once into oneDNN's blocked layout for ``PACK_HINT_ROWS``."""
+    return torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT_ROWS)
 
 
 class Linear:
@@ -115,8 +121,8 @@ class Linear:
     def __init__(self, backend: str):
         self.backend = backend
         self._gemv = backend.startswith("numba")
-        self._pack = {"numba": "numba"}.get(backend,
-                                             "onednn" if backend.endswith("-packed") else None)
+        self._pack = ("numba" if backend == "numba"
+                      else "onednn" if backend.endswith("-packed") else None)
         self._packed: dict[int, tuple[torch.Tensor, object]] = {}
         if self._pack == "numba":
             from . import gemm                       # numba: imported only when used
@@ -126,7 +132,7 @@ class Linear:
         with torch.no_grad():
             if self._pack == "numba":
                 return self._pack_panels(w.numpy())
-            return torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT_ROWS)
+            return onednn_pack(w)
 
     def prepare(self, w: torch.Tensor, owner) -> torch.Tensor:
         if self._pack:
@@ -155,4 +161,4 @@ class Linear:
             y = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype)
             self._gemm(x.contiguous().numpy(), hit[1], y.numpy())
             return y if bias is None else y + bias
-        return _pointwise(x, hit[1] if hit is not None else w, bias)
+        return onednn_linear(x, hit[1] if hit is not None else w, bias)
