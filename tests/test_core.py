@@ -61,10 +61,10 @@ def test_paged_allocation_refuses_without_changing_state():
 def test_prefix_cache_shares_blocks_and_evicts_lru():
     kv = PagedKVManager(6, block_size=4, enable_prefix_caching=True)
     a = req("a", 10)
-    kv.allocate_slots(a, 10)
-    a.num_computed_tokens = 10
-    kv.commit(a)                                   # blocks 0, 1 full -> cached
+    kv.allocate_slots(a, 10)                       # blocks 0, 1 will be full -> indexed now
     assert kv.cached_block_ids() == {0, 1}
+    a.num_computed_tokens = 10
+    kv.commit(a)
     b = req("b", 9)                                # same first 8 tokens
     hits = kv.get_computed_blocks(b)
     assert hits == [0, 1]
@@ -79,12 +79,44 @@ def test_prefix_cache_shares_blocks_and_evicts_lru():
     c = req("c", 9)
     assert kv.get_computed_blocks(c) == [0, 1]     # still cached after both finished
     d = req("d", 20, start=500)                    # 5 blocks: evicts from the head
-    assert kv.allocate_slots(d, 20)
+    assert kv.allocate_slots(d, 18)                # 4 of them full after this step
     assert kv.block_table("d") == [4, 5, 2, 3, 1]
-    assert kv.cached_block_ids() == {0}            # block 1 evicted, block 0 survives
+    # block 1 evicted (d's partial last block now), block 0 survives; d's full ones indexed
+    assert kv.cached_block_ids() == {0, 4, 5, 2, 3}
     assert kv.get_computed_blocks(req("e", 9)) == [0]
     ev = [e.kind for e in kv.drain_events()]
     assert "evicted" in ev and "shared" in ev and "cached" in ev
+
+
+def test_blocks_indexed_at_allocation_are_shared_in_the_same_step():
+    """vLLM's allocate_slots indexes the blocks that will be full after the step, so a
+    request admitted in the same step finds them (their K/V is written by that step)."""
+    kv = PagedKVManager(8, block_size=4, enable_prefix_caching=True)
+    a, b = req("a", 10), req("b", 10)              # the same 10 tokens
+    assert kv.allocate_slots(a, 10)                # nothing computed yet
+    hits = kv.get_computed_blocks(b)
+    assert hits == [0, 1]
+    assert kv.allocate_slots(b, 2, hits)
+    assert kv.block_table("b") == [0, 1, 3] and kv.pool.ref_cnt[:4] == [2, 2, 1, 1]
+    assert kv.shares_unwritten(a) and not kv.shares_unwritten(b)
+    a.num_computed_tokens = 10
+    kv.commit(a)
+    assert not kv.shares_unwritten(a)              # written: a may be preempted again
+
+
+def test_blocks_freed_before_their_step_ran_leave_the_index():
+    kv = PagedKVManager(8, block_size=4, enable_prefix_caching=True)
+    a = req("a", 10)
+    assert kv.allocate_slots(a, 6)                 # a chunk: block 0 full after the step
+    a.num_computed_tokens = 6
+    kv.commit(a)
+    assert kv.allocate_slots(a, 4)                 # next chunk indexes block 1 ahead
+    assert kv.cached_block_ids() == {0, 1}
+    kv.free(a, keep_hashes=True)                   # preempted before that step ran
+    assert kv.cached_block_ids() == {0}            # block 1 never got its K/V
+    assert kv.get_computed_blocks(req("b", 10)) == [0]
+    assert kv.pool.ref_cnt == [0] * 8
+    assert set(kv.pool.free_uncached) >= {1, 2} and list(kv.pool.free_cached) == [0]
 
 
 def test_prefix_hit_never_covers_the_last_token():
@@ -136,13 +168,68 @@ def run_fake(s, steps=100, token=7):
 def test_continuous_joins_as_soon_as_it_fits_and_chunks_prompts():
     s = make_scheduler(max_num_batched_tokens=8, max_num_seqs=4)
     s.add(req("a", 5, max_tokens=3))
-    s.add(req("b", 10, max_tokens=2))
+    s.add(req("b", 10, max_tokens=2, start=300))                    # no prefix in common
     log = run_fake(s)
     assert log[0] == [("a", 5, "prefill"), ("b", 3, "prefill")]    # b's prompt is chunked
     assert log[1] == [("a", 1, "decode"), ("b", 7, "prefill")]
     assert log[2] == [("a", 1, "decode"), ("b", 1, "decode")]
     assert len(log) == 3                                            # both finished
     assert s.kv.pool.num_free == 16
+
+
+def test_requests_admitted_together_compute_their_common_prefix_once():
+    s = make_scheduler(max_num_batched_tokens=64, max_num_seqs=4)
+    for rid in "abc":
+        s.add(req(rid, 10, max_tokens=2))                           # the same 10 tokens
+    out = s.schedule()
+    assert [(c.request_id, c.start, c.num_tokens, c.num_cached) for c in out.chunks] == \
+        [("a", 0, 10, 0), ("b", 8, 2, 8), ("c", 8, 2, 8)]          # a fills blocks 0, 1
+    assert out.block_tables == {"a": [0, 1, 2], "b": [0, 1, 3], "c": [0, 1, 4]}
+    assert s.prefix_cache_hits == 16 and out.num_batched_tokens == 14
+    s_off = Scheduler(EngineConfig(block_size=4, num_blocks=16, max_num_batched_tokens=64,
+                                   enable_prefix_caching=False),
+                      PagedKVManager(16, 4, False), max_model_len=64)
+    for rid in "abc":
+        s_off.add(req(rid, 10, max_tokens=2))
+    assert s_off.schedule().num_batched_tokens == 30                # the effect, removed
+
+
+def _prio(rid, n, prio, start=100):
+    r = req(rid, n, max_tokens=4, start=start)
+    r.priority = prio
+    return r
+
+
+def _step(s):
+    out = s.schedule()
+    s.update(out, {c.request_id: 7 for c in out.chunks if c.samples})
+    return [(c.request_id, c.start, c.num_tokens) for c in out.chunks]
+
+
+def test_priority_keeps_a_request_whose_fresh_blocks_another_shares():
+    """r fills block 2 in this step; w, admitted in the same step, shares it; x may displace
+    r by priority but must not: w's tokens in block 2 come from r's chunk."""
+    s = make_scheduler(num_blocks=4, max_num_batched_tokens=16, max_num_seqs=4,
+                       scheduling_policy="priority", long_prefill_token_threshold=8)
+    s.add(_prio("r", 12, 5))
+    assert _step(s) == [("r", 0, 8)]
+    s.add(_prio("w", 13, 0))                                  # r's 12 tokens and one more
+    s.add(_prio("x", 4, 1, start=300))                        # needs the last free block
+    assert _step(s) == [("r", 8, 4), ("w", 12, 1)]           # x waits; r is not preempted
+    assert s.num_preemptions == 0 and s.kv.block_table("w")[:3] == s.kv.block_table("r")
+
+
+def test_a_preemption_in_the_admission_loop_looks_the_prefix_up_again():
+    """x finds r's block that r fills in this step, then preempts r to fit: that block
+    never gets its K/V, so x must compute those tokens itself."""
+    s = make_scheduler(num_blocks=4, max_num_batched_tokens=16, max_num_seqs=4,
+                       scheduling_policy="priority", long_prefill_token_threshold=8)
+    s.add(_prio("r", 12, 5))
+    s.add(_prio("f", 3, 3, start=300))
+    assert _step(s) == [("f", 0, 3), ("r", 0, 8)]            # f: block 0, r: blocks 1, 2
+    s.add(_prio("x", 13, 0))                                  # r's 12 tokens and one more
+    assert _step(s) == [("x", 8, 5)]                         # not ("x", 12, 1)
+    assert s.num_preemptions == 2 and s.requests["x"].num_cached_tokens == 8
 
 
 def test_static_admits_next_batch_only_when_all_finished():

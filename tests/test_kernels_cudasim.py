@@ -167,3 +167,27 @@ def test_kernels_compile_to_ptx():
         ptx, _ = compile_ptx(nc._attention_kernel(group, j).py_func, sig, cc=(9, 0))
         assert ".f64" not in ptx                                  # stays in fp32
     compile_ptx(nc._merge_partitions_kernel.py_func, (f3, f3, f4, f3), cc=(9, 0))
+
+
+@needs_cuda
+def test_engine_requests_sharing_blocks_in_one_step():
+    """Two requests with a common 8-token prefix admitted in one step: the second attends
+    over the blocks the first writes in that same forward. Every K/V the step writes, and
+    both sampled tokens, equal the reference attention's (kept to 2 layers, one step: the
+    simulator runs every CUDA thread as a Python thread)."""
+    import torch
+
+    import inferlab as il
+    device = "cuda" if GPU else "cpu"
+    prefix = list(range(100, 108))
+    caches, tokens = [], []
+    for backend in ("numba-cuda", "reference"):
+        eng = il.Engine("tiny-d32", device=device, block_size=4, num_blocks=8, max_model_len=16,
+                        attention_backend=backend)
+        outs = eng.generate([prefix + [1], prefix + [3]],
+                            il.SamplingParams(max_tokens=1, ignore_eos=True), use_tqdm=False)
+        assert [o.metrics.num_cached_tokens for o in outs] == [0, 8]
+        tokens.append([o.token_ids for o in outs])
+        caches.append(torch.stack([eng.runner.k_cache, eng.runner.v_cache]).cpu())
+    assert tokens[0] == tokens[1]
+    torch.testing.assert_close(caches[0], caches[1], atol=1e-5, rtol=0)

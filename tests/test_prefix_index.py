@@ -128,37 +128,36 @@ def test_reset_prefix_cache_on_the_pool():
 
 
 # --- PagedKVManager ----------------------------------------------------------------------------
-@pytest.mark.parametrize("evict_cached_last, queue", [(True, [4, 5, 1, 3, 0, 2]),
-                                                      (False, [4, 5, 1, 0, 3, 2])])
-def test_two_identical_prompts_then_evict_one_copy(evict_cached_last, queue):
+@pytest.mark.parametrize("evict_cached_last", [True, False])
+def test_two_identical_prompts_then_evict_one_copy(evict_cached_last):
     kv = PagedKVManager(6, block_size=8, evict_cached_last=evict_cached_last)
-    a, b = req("a", 12), req("b", 12)             # same 12 tokens: one full block + 4
-    for r in (a, b):                              # admitted in the same step: no hit yet
-        assert kv.get_computed_blocks(r) == []
-        assert kv.allocate_slots(r, 12)
-    assert kv.block_table("a") == [0, 1] and kv.block_table("b") == [2, 3]
+    a, b = req("a", 16), req("b", 16)             # the same two full blocks
+    assert kv.get_computed_blocks(a) == [] and kv.allocate_slots(a, 16)
+    hits = kv.get_computed_blocks(b)              # same step: a's blocks are indexed already,
+    assert hits == [0]                            # but a hit never covers the last token,
+    assert kv.allocate_slots(b, 8, hits)          # so b computes its own copy of block 1
+    assert kv.block_table("a") == [0, 1] and kv.block_table("b") == [0, 2]
     for r in (a, b):
-        r.num_computed_tokens = 12
+        r.num_computed_tokens = 16
         kv.commit(r)
-    assert kv.cached_block_ids() == {0, 2}
-    assert kv.pool.cached == {kv._hashes["a"][0]: {0: None, 2: None}}
+    assert kv.cached_block_ids() == {0, 1, 2}
+    assert kv.pool.cached[kv._hashes["a"][1]] == {1: None, 2: None}    # two copies
     kv.free(a)
     kv.free(b)
-    assert kv.pool.free_queue == queue
-    assert kv.get_computed_blocks(req("c", 12)) == [0]
+    assert kv.pool.free_queue == [3, 4, 5, 1, 2, 0]
+    assert kv.get_computed_blocks(req("c", 17)) == [0, 1]                # first indexed
     kv.drain_events()
-    d = req("d", 40, start=500)                   # memory pressure: 5 of the 6 blocks
-    assert kv.allocate_slots(d, 40)
-    assert kv.block_table("d") == queue[:5]
-    assert [e.block_ids for e in kv.drain_events() if e.kind == "evicted"] == [[0]]
-    assert kv.cached_block_ids() == {2}           # the surviving copy ...
+    d = req("d", 32, start=500)                   # memory pressure: 4 of the 6 blocks
+    assert kv.allocate_slots(d, 32)
+    assert kv.block_table("d") == [3, 4, 5, 1]
+    assert [e.block_ids for e in kv.drain_events() if e.kind == "evicted"] == [[1]]
     index_agrees(kv)
-    c = req("c", 12)
-    assert kv.get_computed_blocks(c) == [2]       # ... is still found
-    d.num_computed_tokens = 40
+    c = req("c", 17)
+    assert kv.get_computed_blocks(c) == [0, 2]    # the surviving copy is still found
+    d.num_computed_tokens = 32
     kv.commit(d)
     kv.free(d)
-    assert kv.allocate_slots(c, 4, [2]) and kv.block_table("c")[0] == 2
+    assert kv.allocate_slots(c, 1, [0, 2]) and kv.block_table("c")[:2] == [0, 2]
     index_agrees(kv)
 
 
@@ -196,62 +195,66 @@ def _events(recs, kind):
 
 def test_engine_two_identical_prompts_then_evict_keeps_the_survivor_findable():
     eng, recs = _engine(6)
-    p = list(range(10, 22))                                       # 12 tokens
+    p = list(range(10, 26))                                       # 16 tokens: 2 full blocks
     first = eng.generate([p, p], SP2, use_tqdm=False)
-    assert [o.metrics.num_cached_tokens for o in first] == [0, 0]  # same step: two copies
-    assert _events(recs, "allocated") == [[0, 1], [2, 3]]
-    assert eng.kv.cached_block_ids() == {0, 2}
-    assert eng.kv.pool.free_queue == [4, 5, 1, 3, 0, 2]
+    # same step: the second shares block 0 at once; block 1 holds the last prompt token,
+    # which a hit never covers, so it computes a second copy of it (block 2)
+    assert [o.metrics.num_cached_tokens for o in first] == [0, 8]
+    assert _events(recs, "allocated") == [[0, 1], [2], [3], [4]]  # then a decode block each
+    assert _events(recs, "shared")[0] == [0]
+    assert eng.kv.cached_block_ids() == {0, 1, 2}
+    assert eng.kv.pool.free_queue == [5, 3, 4, 1, 2, 0]
 
     recs.clear()
-    eng.generate([list(range(200, 236))], il.SamplingParams(max_tokens=1, ignore_eos=True),
-                 use_tqdm=False)                                  # 36 tokens: 5 blocks
-    assert _events(recs, "allocated") == [[4, 5, 1, 3, 0]]
-    assert _events(recs, "evicted") == [[0]]                      # one copy of the prefix
-    assert eng.kv.cached_block_ids() == {2, 4, 5, 1, 3}
+    eng.generate([list(range(200, 232))], il.SamplingParams(max_tokens=1, ignore_eos=True),
+                 use_tqdm=False)                                  # 32 tokens: 4 blocks
+    assert _events(recs, "allocated") == [[5, 3, 4, 1]]
+    assert _events(recs, "evicted") == [[1]]                      # one copy of the prefix
+    assert eng.kv.cached_block_ids() == {0, 2, 5, 3, 4, 1}
     index_agrees(eng.kv)
 
     recs.clear()
-    third = eng.generate([p], SP2, use_tqdm=False)[0]
-    assert third.metrics.num_cached_tokens == 8                   # found the surviving copy
-    assert _events(recs, "shared") == [[2]]
-    assert third.token_ids == first[0].token_ids == reference(tuple(p), 2)
+    third = eng.generate([p + [99]], SP2, use_tqdm=False)[0]
+    assert third.metrics.num_cached_tokens == 16                  # found the surviving copy
+    assert _events(recs, "shared") == [[0, 2]]
+    assert first[0].token_ids == first[1].token_ids == reference(tuple(p), 2)
+    assert third.token_ids == reference(tuple(p + [99]), 2)
     st = eng.stats()
-    assert (st.prefix_cache_queries, st.prefix_cache_hits) == (12 + 12 + 36 + 12, 8)
+    assert (st.prefix_cache_queries, st.prefix_cache_hits) == (16 + 16 + 32 + 17, 8 + 16)
     index_agrees(eng.kv)
 
 
 def test_engine_shared_system_prompt_while_a_copy_holder_still_runs():
     eng, recs = _engine(12)
     system = list(range(30, 46))                                  # 16 tokens = 2 blocks
-    a2 = eng.add_request(system + [60, 61, 62], il.SamplingParams(max_tokens=1, ignore_eos=True))
-    a = eng.add_request(system + [70, 71, 72], il.SamplingParams(max_tokens=8, ignore_eos=True))
-    eng.step()                    # both prefill in one step: two copies of the system prompt
-    assert _events(recs, "allocated") == [[0, 1, 2], [3, 4, 5]]
-    assert a2 not in eng.scheduler.requests                       # a2 finished, a runs on
-    assert eng.kv.block_table(a) == [3, 4, 5]
-    assert eng.kv.cached_block_ids() == {0, 1, 3, 4}
-    assert eng.kv.pool.free_queue == [6, 7, 8, 9, 10, 11, 2, 1, 0]
+    x = eng.add_request(system, il.SamplingParams(max_tokens=1, ignore_eos=True))
+    y = eng.add_request(system, il.SamplingParams(max_tokens=8, ignore_eos=True))
+    eng.step()                    # y shares block 0 and computes a second copy of block 1
+    assert _events(recs, "allocated") == [[0, 1], [2]]
+    assert x not in eng.scheduler.requests                        # x finished, y runs on
+    assert eng.kv.block_table(y) == [0, 2]
+    assert eng.kv.pool.cached[eng.kv._hashes[y][1]] == {1: None, 2: None}
+    assert eng.kv.pool.free_queue == [3, 4, 5, 6, 7, 8, 9, 10, 11, 1]
 
     recs.clear()
     b_prompt = system + [80, 81, 82, 83, 84]
     b = eng.add_request(b_prompt, il.SamplingParams(max_tokens=3, ignore_eos=True))
-    eng.step()
-    # b shares the copy a is running on (blocks 3, 4), not the free copy (0, 1): a hit that
-    # takes nothing out of the free queue.
-    assert eng.kv.block_table(b) == [3, 4, 6]
-    assert _events(recs, "shared") == [[3, 4]]
-    assert eng.kv.pool.ref_cnt[:7] == [0, 0, 0, 2, 2, 1, 1]
-    assert eng.kv.pool.free_queue == [7, 8, 9, 10, 11, 2, 1, 0]
+    eng.step()                    # y's decode takes block 3
+    # b shares the copy y is running on (block 2), not the free copy indexed first (block 1):
+    # a hit that takes nothing out of the free queue.
+    assert eng.kv.block_table(b) == [0, 2, 4]
+    assert _events(recs, "shared") == [[0, 2]]
+    assert eng.kv.pool.ref_cnt[:5] == [2, 0, 2, 1, 1]
+    assert eng.kv.pool.free_queue == [5, 6, 7, 8, 9, 10, 11, 1]
     index_agrees(eng.kv)
     done = {}
     while eng.has_unfinished_requests():
         done.update({o.request_id: o for o in eng.step() if o.finished})
     assert done[b].metrics.num_cached_tokens == 16
     assert done[b].token_ids == reference(tuple(b_prompt), 3)
-    assert done[a].token_ids == reference(tuple(system + [70, 71, 72]), 8)
+    assert done[y].token_ids == reference(tuple(system), 8)
     st = eng.stats()
-    assert (st.prefix_cache_queries, st.prefix_cache_hits) == (19 + 19 + 21, 16)
+    assert (st.prefix_cache_queries, st.prefix_cache_hits) == (16 + 16 + 21, 8 + 16)
     index_agrees(eng.kv)
 
 

@@ -174,6 +174,8 @@ def test_eos_ignored_until_min_tokens_and_banned_from_sampling():
     assert r.banned_token_ids() == []
     ignored = Request("b", [1], SamplingParams(max_tokens=4, min_tokens=2, ignore_eos=True),
                       eos_token_id=2)
+    assert ignored.banned_token_ids() == [2]       # vLLM masks EOS under ignore_eos too
+    ignored.output_token_ids = [9, 9]
     assert ignored.banned_token_ids() == []
     s = make()
     r = Request("c", [1, 2, 3], SamplingParams(max_tokens=8, min_tokens=2), eos_token_id=7)

@@ -15,8 +15,10 @@ So cached prefixes survive as long as there is anything cheaper to give away, an
 ``evict_cached_last=False`` keeps the older single-queue policy (every freed block joins
 one LRU queue, cached or not); only the prefix-reuse benchmark uses it, for its A/B.
 
-The prefix index maps a hash to *every* block that holds it (two requests admitted in the
-same step each compute their own copy of a shared prefix). ``lookup`` prefers a copy that
+A block is indexed as soon as it is allocated to be filled in this step (vLLM's
+``allocate_slots`` does the same), so requests admitted together share it at once. The index
+maps a hash to *every* block that holds it (a request that computed a prefix before it was
+cached, e.g. after a reset or when another request got there first, keeps its own copy). ``lookup`` prefers a copy that
 is in use (a hit then takes no block out of the free queue), else the copy indexed first;
 evicting one copy leaves the others findable.
 """
@@ -111,6 +113,17 @@ class BlockPool:
         if not ids:
             del self.cached[h]
         self.block_hash[b] = None
+
+    def uncache(self, block_ids: list[int]) -> None:
+        """Forget the hashes of blocks indexed ahead whose K/V was never written (their
+        request left before its step ran); a free one moves to the uncached queue."""
+        for b in block_ids:
+            if self.block_hash[b] is None:
+                continue
+            self._uncache(b)
+            if self.ref_cnt[b] == 0 and b in self.free_cached:
+                del self.free_cached[b]
+                self.free_uncached[b] = None
 
     def lookup(self, block_hash: BlockHash) -> int | None:
         """A block holding ``block_hash``: one in use if any, else the first indexed."""

@@ -46,6 +46,8 @@ class KVManager(Protocol):
         """Make room for more tokens; False (and nothing changed) when there is no room."""
     def commit(self, req: Request) -> None:
         """K/V are written up to ``req.num_computed_tokens``."""
+    def shares_unwritten(self, req: Request) -> bool:
+        """Another request holds a block this one fills in the step being scheduled."""
     def free(self, req: Request, keep_hashes: bool = False) -> None: ...
     def block_table(self, rid: str) -> list[int]: ...
     def stored_tokens(self, rid: str) -> int: ...
@@ -70,7 +72,7 @@ class PagedKVManager:
         self.enable_prefix_caching = enable_prefix_caching
         self.tables: dict[str, list[int]] = {}
         self._hashes: dict[str, list[BlockHash]] = {}  # chained hashes of the request's full blocks
-        self._num_committed: dict[str, int] = {}       # full blocks already indexed in the cache
+        self._num_indexed: dict[str, int] = {}         # full blocks indexed in the prefix cache
         self._num_stored: dict[str, int] = {}          # tokens with K/V written
 
     # --- admission -----------------------------------------------------------
@@ -123,32 +125,52 @@ class PagedKVManager:
         table.extend(computed_blocks)
         table.extend(self.pool.allocate(num_new_blocks, rid))
         if computed_blocks:
-            self._num_committed[rid] = len(computed_blocks)
+            self._num_indexed[rid] = len(computed_blocks)
             self._num_stored[rid] = hit_tokens
+        self._index_full_blocks(req, min(total, req.num_tokens) // self.block_size)
         return True
 
-    # --- after a step ----------------------------------------------------------
-    def commit(self, req: Request) -> None:
-        """Record that the request's K/V are written up to ``num_computed_tokens``;
-        index newly filled blocks in the prefix cache."""
-        rid = req.request_id
-        self._num_stored[rid] = req.num_computed_tokens
+    def _index_full_blocks(self, req: Request, n_full: int) -> None:
+        """Index the request's blocks that will be full after this step, as vLLM's
+        ``allocate_slots`` does: a request admitted later in the same step then finds them
+        and computes only its own tail. Their K/V is written in this step's forward, which
+        writes every scheduled token's K/V into the cache before attention reads it."""
         if not self.enable_prefix_caching:
             return
-        n_full = req.num_computed_tokens // self.block_size
-        done = self._num_committed.get(rid, 0)
+        rid = req.request_id
+        done = self._num_indexed.get(rid, 0)
         if n_full > done:
             hashes = self._block_hashes(req)
             table = self.tables[rid]
             for i in range(done, n_full):
                 self.pool.cache(table[i], hashes[i], rid)
-            self._num_committed[rid] = n_full
+            self._num_indexed[rid] = n_full
+
+    def _unwritten_indexed(self, rid: str) -> list[int]:
+        """Blocks of ``rid`` indexed at allocation whose K/V no step has written yet."""
+        first = self._num_stored.get(rid, 0) // self.block_size
+        return self.tables.get(rid, [])[first:self._num_indexed.get(rid, 0)]
+
+    def shares_unwritten(self, req: Request) -> bool:
+        """Does another request hold one of the blocks this request was to fill in this step?
+        Such a request must not be preempted in this step: the other counts those tokens
+        as computed."""
+        return any(self.pool.ref_cnt[b] > 1 for b in self._unwritten_indexed(req.request_id))
+
+    # --- after a step ----------------------------------------------------------
+    def commit(self, req: Request) -> None:
+        """Record that the request's K/V are written up to ``num_computed_tokens``."""
+        self._num_stored[req.request_id] = req.num_computed_tokens
 
     def free(self, req: Request, keep_hashes: bool = False) -> None:
         rid = req.request_id
+        # A request leaving before its step ran (preempted in the step that scheduled it, or
+        # a forward that raised): the blocks it indexed ahead hold no K/V, so no later request
+        # may find them.
+        self.pool.uncache(self._unwritten_indexed(rid))
         table = self.tables.pop(rid, [])
         self.pool.free(table[::-1], rid)
-        self._num_committed.pop(rid, None)
+        self._num_indexed.pop(rid, None)
         self._num_stored.pop(rid, None)
         if not keep_hashes:
             self._hashes.pop(rid, None)
@@ -244,6 +266,9 @@ class ContiguousKVManager:
 
     def commit(self, req: Request) -> None:
         self._num_stored[req.request_id] = req.num_computed_tokens
+
+    def shares_unwritten(self, req: Request) -> bool:
+        return False                     # nothing is shared here
 
     def free(self, req: Request, keep_hashes: bool = False) -> None:
         rid = req.request_id

@@ -99,13 +99,14 @@ class Request:
         return self.num_prompt_tokens + self.params.max_tokens
 
     def banned_token_ids(self) -> list[int]:
-        """Token ids the sampler may not pick now: until ``min_tokens`` outputs exist, EOS
-        (unless ignored) and the stop token ids (vLLM's min-tokens logits processor)."""
+        """Token ids the sampler may not pick now: until ``min_tokens`` outputs exist, EOS and
+        the stop token ids (vLLM's min-tokens logits processor, which masks EOS whatever
+        ``ignore_eos`` says)."""
         p = self.params
         if len(self.output_token_ids) >= p.min_tokens:
             return []
         ids = list(p.stop_token_ids)
-        if not p.ignore_eos and self.eos_token_id is not None:
+        if self.eos_token_id is not None:
             ids.append(self.eos_token_id)
         return ids
 

