@@ -70,7 +70,8 @@ class Engine:
             numba.set_num_threads(min(cpu_count(), numba.config.NUMBA_NUM_THREADS))
         self.runner.warm_up()   # compile kernels now, not inside the first request's TTFT
         self.kv: KVManager = (
-            PagedKVManager(self.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
+            PagedKVManager(self.num_blocks, cfg.block_size, cfg.enable_prefix_caching,
+                           index_ahead=cfg.index_blocks_ahead)
             if cfg.kv_layout == "paged" else
             ContiguousKVManager(self.num_blocks, cfg.block_size, self.max_model_len,
                                 cfg.contiguous_reserve))

@@ -300,3 +300,16 @@ def test_prefix_reuse_benchmark_is_deterministic_and_cached_last_hits_more():
     res = bench_reuse(budgets=(192,), engine_check=False, out=lines.append)
     assert res["chat/192"] == {"old": old, "new": new}
     assert any("hit rate old -> new" in line for line in lines)
+
+
+def test_prefix_reuse_benchmark_shows_the_same_step_effect():
+    """A burst sharing a system prompt: indexing blocks as they are allocated (vLLM) computes
+    the prompt once per step, not once per request; the real engine agrees on the counts."""
+    from inferlab.bench.reuse import same_step
+    lines = []
+    r = same_step(num_requests=6, engine_check=True, out=lines.append)
+    after, ahead = r["after step"], r["at allocation"]
+    assert after["queries"] == ahead["queries"] and after["requests"] == ahead["requests"] == 6
+    assert ahead["hits"] == 5 * 512 and after["hits"] < ahead["hits"]   # 5 copies not computed
+    assert after["prefill_tokens"] - ahead["prefill_tokens"] == ahead["hits"] - after["hits"]
+    assert any("prefill tokens computed" in line for line in lines)

@@ -45,13 +45,24 @@ def workloads(seed: int = 0) -> dict:
 
 BASE = dict(block_size=16, max_num_seqs=8, max_num_batched_tokens=512, max_model_len=2048)
 CLOCK = dict(clock="H100", sim_model="llama-3-8b")
+SAME_STEP = dict(max_num_seqs=64, max_num_batched_tokens=2048)   # the engine's defaults
 
 
 def _fake_token(rid: str, i: int) -> int:
     return 3 + zlib.crc32(f"{rid}:{i}".encode()) % (VOCAB - 3)
 
 
-def replay(workload, num_blocks: int, evict_cached_last: bool = True, **kw) -> dict:
+def burst(num_requests: int = 16, seed: int = 0):
+    """Requests sharing one 512-token system prompt that arrive together (one turn each):
+    the case where the blocks' index time, not their eviction, decides the hits."""
+    from inferlab.sim.workloads import AllAtOnce, Uniform, chat_sessions
+    return chat_sessions(num_requests, turns=1, system_prompt_len=512, user_len=Uniform(16, 64),
+                         output_len=Uniform(16, 64), think_time=0.0, arrival=AllAtOnce(),
+                         vocab_size=VOCAB, seed=seed)
+
+
+def replay(workload, num_blocks: int, evict_cached_last: bool = True, index_ahead: bool = True,
+           **kw) -> dict:
     """Play ``workload`` through the scheduler and a paged KV manager alone; returns the
     prefix-cache counts (as ``EngineStats`` computes them) and what happened to blocks."""
     from inferlab.core.config import EngineConfig
@@ -65,7 +76,7 @@ def replay(workload, num_blocks: int, evict_cached_last: bool = True, **kw) -> d
     cfg = EngineConfig(num_blocks=num_blocks, block_size=o["block_size"],
                        max_num_seqs=o["max_num_seqs"],
                        max_num_batched_tokens=o["max_num_batched_tokens"])
-    kv = PagedKVManager(num_blocks, cfg.block_size, True, evict_cached_last)
+    kv = PagedKVManager(num_blocks, cfg.block_size, True, evict_cached_last, index_ahead)
     s = Scheduler(cfg, kv, o["max_model_len"])
     clock = make_clock(**CLOCK)
     children: dict[str, list] = {}
@@ -77,7 +88,7 @@ def replay(workload, num_blocks: int, evict_cached_last: bool = True, **kw) -> d
         else:
             children.setdefault(r.parent, []).append(r)
     outputs: dict[str, list[int]] = {}
-    steps = evicted = 0
+    steps = evicted = prefill = 0
     while pending or s.has_unfinished():
         if pending and not s.has_unfinished():
             clock.skip_to(pending[0][0])
@@ -89,6 +100,7 @@ def replay(workload, num_blocks: int, evict_cached_last: bool = True, **kw) -> d
         if out.is_empty:
             raise RuntimeError("scheduler made no progress")
         clock.advance_step([(c.num_tokens, c.start + c.num_tokens) for c in out.chunks])
+        prefill += sum(c.num_tokens for c in out.chunks if c.kind == "prefill")
         sampled = {c.request_id: _fake_token(c.request_id, len(s.requests[c.request_id]
                                                                .output_token_ids))
                    for c in out.chunks if c.samples}
@@ -104,15 +116,18 @@ def replay(workload, num_blocks: int, evict_cached_last: bool = True, **kw) -> d
     st = EngineStats.snapshot(s, kv, PeakTracker(), 0, steps, clock.name)
     return dict(hits=st.prefix_cache_hits, queries=st.prefix_cache_queries,
                 hit_rate=st.prefix_cache_hit_rate, evicted=evicted,
-                preemptions=st.num_preemptions, steps=steps, requests=len(outputs))
+                preemptions=st.num_preemptions, steps=steps, requests=len(outputs),
+                prefill_tokens=prefill, seconds=clock.now())
 
 
-def engine_counts(workload, num_blocks: int, evict_cached_last: bool = True) -> dict:
+def engine_counts(workload, num_blocks: int, evict_cached_last: bool = True,
+                  index_ahead: bool = True, **kw) -> dict:
     """The same workload through the real engine on the tiny model (greedy, ignore_eos)."""
     import inferlab as il
     from inferlab.core.block_pool import BlockPool
     from inferlab.sim.workloads import run_workload
-    eng = il.Engine("tiny", num_blocks=num_blocks, **BASE, **CLOCK)
+    eng = il.Engine("tiny", num_blocks=num_blocks, index_blocks_ahead=index_ahead,
+                    **{**BASE, **kw}, **CLOCK)
     if not evict_cached_last:      # benchmark-only switch, before any request has run
         eng.kv.pool = BlockPool(num_blocks, enable_caching=True, evict_cached_last=False)
     outs = run_workload(eng, workload, progress=False)
@@ -130,7 +145,7 @@ def bench_reuse(model=None, repeats: int = 1, budgets=(64, 128, 192, 256, 512),
     must give the same counts at the first (tightest) budget; it takes minutes on 2 CPUs.
     ``model`` and ``repeats`` are accepted for the CLI and unused: counts are deterministic."""
     from .scheduling import _table
-    res: dict = {}
+    res: dict = {"same_step": same_step(engine_check=engine_check, out=out)}
     for name, wl in workloads(seed).items():
         out(f"\nprefix-reuse, {name}: {wl.description}; block_size={BASE['block_size']}, "
             f"max_num_seqs={BASE['max_num_seqs']}, token budget "
@@ -159,3 +174,32 @@ def bench_reuse(model=None, repeats: int = 1, budgets=(64, 128, 192, 256, 512),
             out(f"the real engine (tiny model, greedy, ignore_eos) gave the same hit/query "
                 f"tokens at {budgets[0]} blocks, both orders")
     return res
+
+
+def same_step(num_requests: int = 16, num_blocks: int = 1024, engine_check: bool = True,
+              seed: int = 0, out=print) -> dict:
+    """Requests sharing a system prompt, arriving together: blocks indexed when allocated
+    (vLLM, the engine's default) vs only after their step ran (``index_blocks_ahead=False``,
+    the lab before it matched vLLM). Counts deterministic; times on the simulated clock."""
+    from .scheduling import _table
+    wl = burst(num_requests, seed)
+    r = {"after step": replay(wl, num_blocks, index_ahead=False, **SAME_STEP),
+         "at allocation": replay(wl, num_blocks, index_ahead=True, **SAME_STEP)}
+    if engine_check:
+        for name, ahead in (("after step", False), ("at allocation", True)):
+            e = engine_counts(wl, num_blocks, index_ahead=ahead, **SAME_STEP)
+            assert (e["hits"], e["queries"]) == (r[name]["hits"], r[name]["queries"]), \
+                (name, e, r[name])
+    out(f"\nprefix-reuse, same step: {wl.description}; {num_blocks} blocks (nothing evicted), "
+        f"block_size={BASE['block_size']}, max_num_seqs={SAME_STEP['max_num_seqs']}, token "
+        f"budget {SAME_STEP['max_num_batched_tokens']} (the engine's defaults), clock "
+        f"{CLOCK['clock']} (simulated); deterministic")
+    _table(out, ["blocks indexed", "prefill tokens computed", "hit/query tokens", "hit rate",
+                 "steps", "simulated s"],
+           [[k, x["prefill_tokens"], f"{x['hits']}/{x['queries']}", f"{x['hit_rate']:.1%}",
+             x["steps"], f"{x['seconds']:.3f}"] for k, x in r.items()])
+    a, b = r["after step"]["prefill_tokens"], r["at allocation"]["prefill_tokens"]
+    out(f"same step: prefill tokens computed {a} -> {b} ({a / b:.2f}x fewer) when blocks are "
+        "indexed as they are allocated" + ("; the real engine (tiny model) gave the same "
+                                          "hit/query tokens" if engine_check else ""))
+    return r

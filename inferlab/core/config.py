@@ -26,6 +26,9 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = True
+    index_blocks_ahead: bool = True     # vLLM: a block is findable once allocated to be filled in
+                                        # a step (requests admitted together share it); False:
+                                        # only after its step ran (the what-if of chapter 07)
     scheduling_policy: str = "fcfs"     # or "priority": lower add_request(priority=) runs first
     long_prefill_token_threshold: int | None = 0   # prompt tokens per request per step; 0 = off
     contiguous_reserve: str = "max_model_len"
@@ -65,7 +68,7 @@ class EngineConfig:
                 check_type(name, v, int, "an int >= 1 or None")
                 if v < 1:
                     raise InvalidInputError(f"{name} must be >= 1 (or None for automatic), got {v}")
-        for name in ("enable_chunked_prefill", "enable_prefix_caching"):
+        for name in ("enable_chunked_prefill", "enable_prefix_caching", "index_blocks_ahead"):
             check_type(name, getattr(self, name), bool, "a bool")
         choice("scheduling_policy", SCHEDULING_POLICIES)
         if self.scheduling_policy == "priority" and self.scheduler != "continuous":

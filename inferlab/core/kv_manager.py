@@ -63,13 +63,16 @@ class PagedKVManager:
     layout = "paged"
 
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
-                 evict_cached_last: bool = True):
+                 evict_cached_last: bool = True, index_ahead: bool = True):
         self.block_size = block_size
         self.num_blocks = num_blocks
         # evict_cached_last=False: the old single free queue, for the prefix-reuse benchmark
         self.pool = BlockPool(num_blocks, enable_caching=enable_prefix_caching,
                               evict_cached_last=evict_cached_last)
         self.enable_prefix_caching = enable_prefix_caching
+        # index_ahead=False: blocks become findable only after their step ran (the lab before
+        # it followed vLLM), so requests admitted together each compute a shared prefix
+        self.index_ahead = index_ahead
         self.tables: dict[str, list[int]] = {}
         self._hashes: dict[str, list[BlockHash]] = {}  # chained hashes of the request's full blocks
         self._num_indexed: dict[str, int] = {}         # full blocks indexed in the prefix cache
@@ -127,7 +130,8 @@ class PagedKVManager:
         if computed_blocks:
             self._num_indexed[rid] = len(computed_blocks)
             self._num_stored[rid] = hit_tokens
-        self._index_full_blocks(req, min(total, req.num_tokens) // self.block_size)
+        if self.index_ahead:
+            self._index_full_blocks(req, min(total, req.num_tokens) // self.block_size)
         return True
 
     def _index_full_blocks(self, req: Request, n_full: int) -> None:
@@ -161,6 +165,8 @@ class PagedKVManager:
     def commit(self, req: Request) -> None:
         """Record that the request's K/V are written up to ``num_computed_tokens``."""
         self._num_stored[req.request_id] = req.num_computed_tokens
+        if not self.index_ahead:
+            self._index_full_blocks(req, req.num_computed_tokens // self.block_size)
 
     def free(self, req: Request, keep_hashes: bool = False) -> None:
         rid = req.request_id

@@ -6,8 +6,9 @@ round recomputes all of it, so round k costs more than round k-1. With prefix ca
 blocks already computed for the previous round (and for any other request sharing the same
 system prompt) are found by their hash and reused; only the new tokens are computed.
 
-Two measurements on the real engine: an agent loop (cost of each round) and many requests that
-share one system prompt (TTFT). Token counts are exact; times come from the simulated H100
+Three measurements on the real engine: an agent loop (cost of each round), many requests that
+share one system prompt (TTFT), and requests with that prompt arriving together (tokens
+computed when blocks are indexed as allocated, as vLLM, or only after their step). Token counts are exact; times come from the simulated H100
 clock (a Llama-3-8B-shaped model) so the picture does not move with CPU noise.
 """
 from __future__ import annotations
@@ -30,9 +31,9 @@ def _sizes(smoke: bool) -> dict:
     # weights). Full: SmolLM2 and a longer loop.
     if smoke:
         return dict(model="tiny", tasks=2, tool_calls=4, tools_len=512, shared_requests=6,
-                    system_len=768, user_len=64)
+                    system_len=768, user_len=64, together=4)
     return dict(model=None, tasks=4, tool_calls=6, tools_len=1024, shared_requests=16,
-                system_len=1024, user_len=96)
+                system_len=1024, user_len=96, together=8)
 
 
 def _engine(caching: bool, model, **kw):
@@ -74,13 +75,41 @@ def shared_system_prompt(caching: bool, s: dict, seed: int = 0, **kw) -> dict:
     return {"caching": caching, "ttft": ttft, "cached": cached}
 
 
+def arriving_together(ahead: bool, s: dict, seed: int = 0, **kw) -> dict:
+    """Requests with one common system prompt that arrive in the same instant. With blocks
+    indexed as they are allocated (vLLM; ``index_blocks_ahead=True``) the first request's
+    blocks are found by the others in that same step; indexed only after the step, every
+    request admitted with it computes its own copy."""
+    import inferlab as il
+    rng = np.random.default_rng(seed + 1)
+    system = rng.integers(3, VOCAB, s["system_len"]).tolist()
+    prompts = [system + rng.integers(3, VOCAB, s["user_len"]).tolist()
+               for _ in range(s["together"])]
+    eng = _engine(True, s["model"], index_blocks_ahead=ahead, **kw)
+    recs = []
+    eng.subscribe(recs.append)
+    outs = eng.generate(prompts, il.SamplingParams(max_tokens=1, ignore_eos=True),
+                        use_tqdm=False)
+    first = recs[0].batch
+    return {"index": "at allocation" if ahead else "after the step",
+            "prompt_tokens": sum(o.metrics.num_prompt_tokens for o in outs),
+            "computed_tokens": sum(o.metrics.num_prompt_tokens - o.metrics.num_cached_tokens
+                                   for o in outs),
+            "first_step_requests": len(first),
+            "first_step_tokens": sum(c.num_tokens for c in first),
+            "ttft": [o.metrics.ttft for o in outs]}
+
+
 def measure(smoke: bool = False, **engine_kw) -> dict:
     s = _sizes(smoke)
     agent = {("cached" if c else "uncached"): agent_rounds(c, s, **engine_kw)
              for c in (False, True)}
     shared = {("cached" if c else "uncached"): shared_system_prompt(c, s, **engine_kw)
               for c in (False, True)}
-    return {"sizes": s, "agent": agent, "shared": shared, "clock": agent["cached"]["clock"]}
+    together = {("ahead" if a else "after"): arriving_together(a, s, **engine_kw)
+                for a in (False, True)}
+    return {"sizes": s, "agent": agent, "shared": shared, "together": together,
+            "clock": agent["cached"]["clock"]}
 
 
 def figure(data: dict):
@@ -90,9 +119,10 @@ def figure(data: dict):
     from .. import figures as ilf
     from . import _kit
     colors = {"uncached": ilf.PALETTE[5], "cached": ilf.PALETTE[0]}
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
+    fig = make_subplots(rows=1, cols=4, horizontal_spacing=0.07, subplot_titles=(
         "agent loop: prompt tokens computed per round", "agent loop: TTFT per round",
-        "shared system prompt: TTFT per request"))
+        "shared system prompt: TTFT per request",
+        f"{data['sizes']['together']} arriving together: tokens computed"))
     for name, r in data["agent"].items():
         x = list(range(len(r["ttft"])))
         fig.add_trace(go.Bar(x=x, y=r["computed_tokens"], name=name, marker_color=colors[name],
@@ -108,6 +138,12 @@ def figure(data: dict):
         fig.add_trace(go.Scatter(x=list(range(len(r["ttft"]))), y=[t * 1e3 for t in r["ttft"]],
                                  mode="lines+markers", name=name, line_color=colors[name],
                                  legendgroup=name, showlegend=False), row=1, col=3)
+    tog = [data["together"][k] for k in ("after", "ahead")]
+    fig.add_trace(go.Bar(x=[t["index"] for t in tog], y=[t["computed_tokens"] for t in tog],
+                         text=[f"{t['computed_tokens']} of {t['prompt_tokens']}" for t in tog],
+                         marker_color=colors["cached"], showlegend=False), row=1, col=4)
+    fig.update_xaxes(title_text="blocks indexed", row=1, col=4)
+    fig.update_yaxes(title_text="prompt tokens", row=1, col=4)
     fig.update_xaxes(title_text="round (0 = the task, then one per tool result)", row=1, col=1)
     fig.update_xaxes(title_text="round", row=1, col=2)
     fig.update_xaxes(title_text="request", row=1, col=3)
@@ -118,7 +154,8 @@ def figure(data: dict):
     s = data["sizes"]
     return _kit.style(fig, f"Prefix caching: {s['tasks']} agent loops x {s['tool_calls']} tool "
                      f"calls ({s['tools_len']}-token tool definitions); {s['shared_requests']} "
-                     f"requests sharing a {s['system_len']}-token system prompt", data["clock"])
+                     f"requests sharing a {s['system_len']}-token system prompt, one after "
+                     f"another or {s['together']} together", data["clock"])
 
 
 def summary(data: dict) -> str:
@@ -128,4 +165,7 @@ def summary(data: dict) -> str:
             f"{c['computed_tokens'][-1]:.0f} cached (TTFT {u['ttft'][-1] * 1e3:.1f} vs "
             f"{c['ttft'][-1] * 1e3:.1f} ms); shared system prompt, requests after the first: "
             f"mean TTFT {np.mean(su['ttft'][1:]) * 1e3:.1f} vs {np.mean(sc['ttft'][1:]) * 1e3:.1f}"
-            f" ms [clock: {data['clock']}]")
+            f" ms; {data['sizes']['together']} requests arriving together compute "
+            f"{data['together']['after']['computed_tokens']} prompt tokens with blocks indexed "
+            f"after their step vs {data['together']['ahead']['computed_tokens']} indexed as "
+            f"allocated (vLLM) [clock: {data['clock']}]")
