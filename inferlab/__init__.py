@@ -11,12 +11,17 @@ bench/ holds the ``inferlab bench`` commands.
 """
 from __future__ import annotations
 
+import importlib.metadata
+
 from .core.outputs import RequestMetrics, RequestOutput
 from .core.params import SamplingParams
 from .errors import (CapacityError, InferlabError, InvalidInputError, InvalidTypeError,
                      ModelLoadError, TraceFormatError)
 
-__version__ = "0.1.0"
+try:                                        # one source: pyproject.toml, as installed
+    __version__ = importlib.metadata.version("inferlab")
+except importlib.metadata.PackageNotFoundError:     # run from a source tree, not installed
+    __version__ = "0+unknown"
 
 __all__ = ["Engine", "SamplingParams", "RequestOutput", "RequestMetrics",
            "InferlabError", "InvalidInputError", "InvalidTypeError", "ModelLoadError",

@@ -1,6 +1,7 @@
 """Command line: `inferlab generate "prompt"`, `inferlab bench ...`, `inferlab figures`,
 `inferlab claims` (the report card: every claim's computed verdict), `inferlab vllm serve`
-(vLLM's server set up for the lab's views)."""
+(vLLM's server set up for the lab's views), `inferlab cache info|warm|clear` (the weights
+cache), `inferlab export-hf DIR` (a transformers directory), `inferlab export-html`."""
 from __future__ import annotations
 
 import argparse
@@ -64,6 +65,10 @@ def _bench(args) -> int:
         bench_roofline(model=args.model, repeats=args.repeats + 2,
                        linear_backend=args.linear_backend)
         return 0
+    if args.what == "kernels":
+        from inferlab.bench.attention_kernels import main as bench_kernels
+        bench_kernels(["--repeats", str(args.repeats + 4)])
+        return 0
     if args.what == "gemm":
         from inferlab.bench.gemm import main as bench_gemm
         bench_gemm(repeats=args.repeats + 2)
@@ -82,8 +87,11 @@ def _bench(args) -> int:
 
 
 def _export_hf(args) -> int:
-    from inferlab.bench.weights import export_hf
-    return export_hf(args.dir, args.model, args.dtype)
+    from inferlab.model.loader import export_hf
+    path = export_hf(args.model, args.dir, args.dtype)
+    print(f"wrote {path} (a transformers directory with safetensors; load it with "
+          f"vllm.LLM(model={path!r}) or transformers' from_pretrained)")
+    return 0
 
 
 def _export_html(args) -> int:
@@ -94,8 +102,41 @@ def _export_html(args) -> int:
 
 
 def _cache(args) -> int:
-    from inferlab.bench.weights import cache
-    return cache(args.action)
+    """info | warm | clear: the weights cache (inferlab/model/weights_cache.py)."""
+    import time
+
+    from inferlab.model import weights_cache
+    if args.action == "warm":  # convert the default GGUF now (binder/postBuild), not at first use
+        from inferlab.model.loader import load_model_uncached
+        t = time.perf_counter()
+        loaded = load_model_uncached(None)
+        how = "already cached" if loaded.cache_path else "converted and saved"
+        print(f"{loaded.name}: {how} in {time.perf_counter() - t:.1f} s "
+              f"({weights_cache.cache_root()})")
+        import importlib.util
+        if importlib.util.find_spec("numba") is not None:
+            # numba compiles the fused forward and attention kernels on first use, ~30 s, and
+            # caches them next to their sources: done here, a new Binder image starts warm
+            import inferlab as il
+            t = time.perf_counter()
+            eng = il.Engine()                 # its warm-up: the one-token and prompt paths
+            eng.generate(["Hello", "Hello there"], il.SamplingParams(max_tokens=2),
+                         use_tqdm=False)      # and a batch: the multi-row decode path
+            print(f"numba kernels compiled (or found in numba's cache) in "
+                  f"{time.perf_counter() - t:.1f} s")
+        return 0
+    if args.action == "clear":
+        freed = weights_cache.clear()
+        print(f"removed {freed / 2**20:.1f} MiB from {weights_cache.cache_root()}")
+        return 0
+    st = weights_cache.info()
+    state = "on" if st["enabled"] else "off: INFERLAB_WEIGHTS_CACHE=0"
+    print(f"weights cache: {st['root']} ({state}), {len(st['entries'])} entries, "
+          f"{st['bytes'] / 2**20:.1f} MiB")
+    for e in st["entries"]:
+        print(f"  {e['name']}  {e['bytes'] / 2**20:.1f} MiB  from {e['source']}  "
+              f"(transformers {e['transformers']}, {e['created']})")
+    return 0
 
 
 def _figures(args) -> int:
@@ -118,7 +159,8 @@ def _vllm(args) -> int:
     import signal
     import time
 
-    from inferlab.connect.server import VllmServer, default_model_dir
+    from inferlab.connect.front.launcher import VllmServer
+    from inferlab.connect.front.machine import default_model_dir
     signal.signal(signal.SIGTERM, signal.default_int_handler)    # stop the server on TERM too
     srv = VllmServer(args.model_dir or default_model_dir(), port=args.port,
                      block_size=args.block_size, max_model_len=args.max_model_len,
@@ -160,7 +202,7 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
                                     "trace", "widgets", "prefix-reuse", "vllm", "clock",
-                                    "roofline", "profile", "gemm"])
+                                    "roofline", "profile", "gemm", "kernels"])
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000)")

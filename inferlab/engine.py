@@ -17,7 +17,7 @@ import time
 from .core.config import DTYPE_BYTES, EngineConfig
 from .core.events import EventBus, SchedulerOutput, StepRecord
 from .core.interrupts import atomic, hold_interrupts
-from .core.kv_manager import ContiguousKVManager, KVManager, PagedKVManager
+from .core.kv_manager import KVManager, make_kv_manager
 from .core.output_processor import OutputProcessor
 from .core.outputs import RequestOutput
 from .core.params import SamplingParams
@@ -69,12 +69,7 @@ class Engine:
             import numba
             numba.set_num_threads(min(cpu_count(), numba.config.NUMBA_NUM_THREADS))
         self.runner.warm_up()   # compile kernels now, not inside the first request's TTFT
-        self.kv: KVManager = (
-            PagedKVManager(self.num_blocks, cfg.block_size, cfg.enable_prefix_caching,
-                           index_ahead=cfg.index_blocks_ahead)
-            if cfg.kv_layout == "paged" else
-            ContiguousKVManager(self.num_blocks, cfg.block_size, self.max_model_len,
-                                cfg.contiguous_reserve))
+        self.kv: KVManager = make_kv_manager(cfg, self.num_blocks, self.max_model_len)
         self.scheduler = Scheduler(cfg, self.kv, self.max_model_len)
         self.clock: Clock = make_clock(cfg.clock, hf_config=hf_cfg, sim_model=cfg.sim_model,
                                        model_name=self.loaded.name)
@@ -100,6 +95,12 @@ class Engine:
     @property
     def model_name(self) -> str:
         return self.loaded.name
+
+    @property
+    def model(self):
+        """The model as the engine runs it (``inferlab.model.llama.LlamaForward``: its
+        weights, its ``linear``, its shapes), for benchmarks that time its parts."""
+        return self.runner.model
 
     def has_unfinished_requests(self) -> bool:
         return bool(self._pending) or self.scheduler.has_unfinished()

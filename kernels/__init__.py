@@ -1,21 +1,38 @@
-"""Paged-attention kernels: a torch reference, numba CPU kernels, numba CUDA kernels.
+"""Every compute kernel of the engine, behind this small public API (the model uses nothing else).
 
-Every entry point takes numpy arrays or torch tensors (torch in -> torch out) and a
-``backend=`` argument: "reference", "numba-cpu", "numba-cuda", or None/"auto" = the best
+Paged attention (``write_kv``, ``paged_attention_decode``, ``paged_attention_prefill``): a torch
+reference (reference.py), numba CPU kernels (numba_cpu.py), numba CUDA kernels (numba_cuda.py,
+cuda_launch.py). Every entry point takes numpy arrays or torch tensors (torch in -> torch out)
+and a ``backend=`` argument: "reference", "numba-cpu", "numba-cuda", or None/"auto" = the best
 available for where the data lives (numba-cuda for CUDA tensors, otherwise the CPU backend that
-``python -m inferlab.kernels.bench`` measured fastest: numba-cpu). numba is imported only when
-a numba backend is first used, so ``import inferlab.kernels`` stays cheap.
+``inferlab bench kernels`` measured fastest: numba-cpu). ``paged_attention_sdpa`` (sdpa.py):
+torch's SDPA over K/V gathered from the cache, for long prompt chunks. Shapes are documented in
+``reference.py``; every backend takes exactly the same arguments.
 
-Shapes are documented in ``reference.py``; every backend takes exactly the same arguments.
+The CPU kernels of the fast forward, numpy float32 in, results written in place (their
+references are the torch ops of ``inferlab.model.llama``):
+``pack_panels`` / ``gemm`` (gemm_cpu.py: a register-tiled GEMM over prepacked weights),
+``gemv`` (gemv_cpu.py), the row kernels ``rms_rows``, ``add_rms_rows``, ``silu_mul``,
+``rotary_write`` (rows_cpu.py), and ``decode_pass`` (decode_cpu.py: one sequence's whole
+one-token forward as one call). numba is imported only when a numba kernel is first used, so
+``import inferlab.kernels`` stays cheap.
 """
 from __future__ import annotations
 
 import functools
 import importlib.util
+import sys
 
 import numpy as np
 
-from inferlab.kernels import reference
+if __name__ != "inferlab.kernels":
+    # This folder found as a top-level ``kernels`` (a Python started at the repository root):
+    # transformers probes that name for Hugging Face's ``kernels`` package and, finding no
+    # metadata, imports it. Hand it an empty module with no file, which transformers reads as
+    # "not installed", and load nothing of ours a second time under another name.
+    import types
+    sys.modules[__name__] = types.ModuleType(
+        __name__, "not a package: inferlab's kernels/ folder (installed as inferlab.kernels)")
 
 ALL_BACKENDS = ("reference", "numba-cpu", "numba-cuda")
 CPU_AUTO_ORDER = ("numba-cpu", "reference")   # fastest first, per BENCHMARKS.md ## Kernels
@@ -101,6 +118,7 @@ def write_kv(k, v, k_cache, v_cache, slot_mapping, backend=None) -> None:
     """Scatter k, v [num_tokens, num_kv_heads, head_dim] into the caches, in place."""
     b = _backend_for(backend, k_cache)
     if b == "reference":
+        from inferlab.kernels import reference
         reference.write_kv(_to_torch(k), _to_torch(v), _to_torch(k_cache), _to_torch(v_cache),
                            _to_torch(slot_mapping))
     elif b == "numba-cpu":
@@ -115,6 +133,7 @@ def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale, b
     b = _backend_for(backend, q)
     args = (q, k_cache, v_cache, block_tables, seq_lens)
     if b == "reference":
+        from inferlab.kernels import reference
         out = reference.paged_attention_decode(*map(_to_torch, args), scale)
         return out if _is_torch(q) else out.numpy()
     if b == "numba-cpu":
@@ -130,6 +149,7 @@ def paged_attention_prefill(q, k_cache, v_cache, block_tables, seq_lens, query_s
     b = _backend_for(backend, q)
     args = (q, k_cache, v_cache, block_tables, seq_lens, query_start_loc)
     if b == "reference":
+        from inferlab.kernels import reference
         out = reference.paged_attention_prefill(*map(_to_torch, args), scale)
         return out if _is_torch(q) else out.numpy()
     if b == "numba-cpu":
@@ -137,3 +157,72 @@ def paged_attention_prefill(q, k_cache, v_cache, block_tables, seq_lens, query_s
         out = numba_cpu.paged_attention_prefill(*map(_to_numpy, args), scale)
         return _to_torch(out) if _is_torch(q) else out
     return _cuda_module().paged_attention_prefill(*args, scale)
+
+
+# ---- torch SDPA over the paged cache (long prompt chunks) -------------------------------------
+
+def paged_attention_sdpa(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale):
+    """``paged_attention_prefill`` through torch's SDPA, one sequence at a time (sdpa.py)."""
+    from inferlab.kernels import sdpa
+    return sdpa.paged_attention_sdpa(q, k_cache, v_cache, block_tables, seq_lens,
+                                     query_start_loc, scale)
+
+
+SDPA_MIN_TOKENS = 256       # new tokens of one sequence from which SDPA beats numba (sdpa.py)
+
+
+# ---- the CPU kernels of the fast forward (numba, imported on first use) -----------------------
+
+def pack_panels(w):
+    """Weights ``w`` [N, K] float32 packed once for ``gemm``: panels [ceil(N / 32), K, 32]."""
+    from inferlab.kernels import gemm_cpu
+    return gemm_cpu.pack(w)
+
+
+def gemm(x, panels, out):
+    """``out[M, N] = x[M, K] @ w.T`` for ``panels = pack_panels(w)``."""
+    from inferlab.kernels import gemm_cpu
+    return gemm_cpu.gemm(x, panels, out)
+
+
+def gemv(w, x, y):
+    """``y[N] = w[N, K] @ x[K]``, rows over all cores."""
+    from inferlab.kernels import gemv_cpu
+    return gemv_cpu.gemv(w, x, y)
+
+
+def rms_rows(x, w, eps, out) -> None:
+    """``out[t] = rms_norm(x[t]) * w`` for every row."""
+    from inferlab.kernels import rows_cpu
+    rows_cpu.rms_rows(x, w, eps, out)
+
+
+def add_rms_rows(x, y, w, eps, out) -> None:
+    """``x[t] += y[t]`` (the residual add), then ``out[t] = rms_norm(x[t]) * w``."""
+    from inferlab.kernels import rows_cpu
+    rows_cpu.add_rms_rows(x, y, w, eps, out)
+
+
+def silu_mul(gate_up, act) -> None:
+    """``act[t] = silu(gate[t]) * up[t]`` for ``gate_up[t] = [gate | up]``."""
+    from inferlab.kernels import rows_cpu
+    rows_cpu.silu_mul(gate_up, act)
+
+
+def rotary_write(qkv, cos, sin, k_cache, v_cache, slot_mapping, q) -> None:
+    """Rotary on the q and k parts of ``qkv`` [T, (H + 2 KVH) D]: q into ``q`` [T, H, D],
+    k and v into the paged caches [blocks, bs, KVH, D] at ``slot_mapping`` [T]."""
+    from inferlab.kernels import rows_cpu
+    rows_cpu.rotary_write(qkv, cos, sin, k_cache, v_cache, slot_mapping, q)
+
+
+def decode_pass(token, pos, table, weights, k_cache, v_cache, logits) -> None:
+    """One sequence's whole one-token forward as one numba call (decode_cpu.py)."""
+    from inferlab.kernels import decode_cpu
+    decode_cpu.decode_pass(token, pos, table, weights, k_cache, v_cache, logits)
+
+
+__all__ = ["ALL_BACKENDS", "available_backends", "resolve_backend", "write_kv",
+           "paged_attention_decode", "paged_attention_prefill", "paged_attention_sdpa",
+           "SDPA_MIN_TOKENS", "pack_panels", "gemm", "gemv", "rms_rows", "add_rms_rows",
+           "silu_mul", "rotary_write", "decode_pass"]

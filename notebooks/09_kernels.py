@@ -33,7 +33,7 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 # Both run now, on this machine, on the same shuffled caches at SmolLM2-135M's attention shape
 # (9 query heads, 3 KV heads, head size 64, blocks of 16). The grey marks are *not* measured:
 # they are the time an H200 would need at 80% of its memory bandwidth, to show the scale.
-# The full table, and the method, are in BENCHMARKS.md (`python -m inferlab.kernels.bench`).
+# The full table, and the method, are in BENCHMARKS.md (`inferlab bench kernels`).
 
 # %%
 data = ch.measure(smoke=SMOKE)

@@ -36,7 +36,7 @@ import os
 import tempfile
 
 import inferlab as il
-from inferlab.connect.server import VllmServerError, vllm_python
+from inferlab.connect.front.machine import VllmServerError, vllm_python
 from inferlab.lab.chapters import smoke
 from inferlab.observe.trace import Trace
 from inferlab.widgets import BatchingComparison, SchedulerTimeline, TokenStream

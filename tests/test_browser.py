@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from inferlab.bench.jupyter import CHROMIUM, browser_page, run_all, write_notebook
+from inferlab.tools.jupyter import CHROMIUM, browser_page, run_all, write_notebook
 
 pytestmark = pytest.mark.browser
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def lab_server(tmp_path_factory):
     if not os.path.exists(CHROMIUM):
         pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
     import playwright  # noqa: F401 - a dev dependency: missing means a broken setup
-    from inferlab.bench.jupyter import jupyterlab   # one way to start a lab, shared
+    from inferlab.tools.jupyter import jupyterlab   # one way to start a lab, shared
     root = tmp_path_factory.mktemp("labroot")
     _notebook(root / "views.ipynb")
     with jupyterlab(root) as (url, token):

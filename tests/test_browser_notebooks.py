@@ -21,7 +21,7 @@ import urllib.request
 
 import pytest
 
-from inferlab.bench.jupyter import CHROMIUM, browser_page, jupyterlab
+from inferlab.tools.jupyter import CHROMIUM, browser_page, jupyterlab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.lab import judges_ch06_10, palette
+from inferlab.lab import palette
 from inferlab.lab.verdicts import FAILS, HOLDS, UNMEASURABLE
 
 
@@ -130,12 +130,12 @@ def test_ch09_intensity_and_memory_bound_judge():
              "read_gbs": 40.0, "matmul_gflops": 50.0, "ridge": 1.25, "warning": None,
              "probes": [probe]}}
     # the cache-resident row (1.5 MB) at 90% says nothing about memory
-    v = judges_ch06_10.ch09_memory_bound(d)
+    v = ch.judge_memory_bound(d)
     assert v.verdict == FAILS and "a ridge of 1.25 FLOPs per byte: 1.5 is above it" in v.reason
     probe.update(gbs=30.0, share_of_bandwidth=0.75)
-    assert judges_ch06_10.ch09_memory_bound(d).verdict == HOLDS
+    assert ch.judge_memory_bound(d).verdict == HOLDS
     d["rows"], probe["kv_mb"] = d["rows"][:1], 18.0       # nothing read from memory
-    assert judges_ch06_10.ch09_memory_bound(d).verdict == UNMEASURABLE
+    assert ch.judge_memory_bound(d).verdict == UNMEASURABLE
 
 
 # --- chapter 13: sampling, answer length, the KV cache, the network ---------------------------

@@ -4,12 +4,14 @@ from the allowed four, with its reason in numbers; the judging helpers and the w
 measurement protocol are checked on made-up numbers."""
 from __future__ import annotations
 
+import importlib
 import pathlib
 import re
 
 import pytest
 
-from inferlab.lab import claims, judges, protocol, report, verdicts
+from inferlab.lab import claims, protocol, report, verdicts
+from inferlab.lab.chapters import ch04_kv_cache
 from inferlab.lab.verdicts import (FAILS, HOLDS, HOLDS_SMALLER, UNMEASURABLE, VERDICTS, Verdict,
                                    against_published, direction, worst)
 
@@ -48,9 +50,18 @@ def test_the_table_covers_every_chapter():
     for n in numbers:                     # every chapter with claims has its notebook
         assert list(notebooks.glob(f"{n:02d}_*.py")), n
     assert len({c.id for c in claims.CLAIMS}) == len(claims.CLAIMS)
+    chapters = {ch.__name__.rsplit(".", 1)[1]: ch for ch in claims.CHAPTERS}
     for c in claims.CLAIMS:
         assert c.source.count("\"") >= 2, c.source        # cites an article by its title
-        assert claims._chapter(c.chapter).TITLE
+        assert chapters[c.chapter].TITLE
+        # one claim, one place: its chapter module holds its measurement and its judge
+        assert c in chapters[c.chapter].CLAIMS, c.id
+        assert c.measure.__module__ == c.judge.__module__ == chapters[c.chapter].__name__
+    # every chapter module that declares claims is in the table (a plain import in claims.py)
+    from inferlab.lab import book
+    declared = [n for n in book.chapter_modules()
+                if hasattr(importlib.import_module(f"inferlab.lab.chapters.{n}"), "CLAIMS")]
+    assert declared == list(chapters), declared
     assert [c.id for c in claims.for_chapter(5)] == ["05-throughput", "05-response-time"]
     assert claims.for_chapter("ch05_batching") == claims.for_chapter(5)
 
@@ -94,12 +105,12 @@ def test_kv_waste_judge_explains_a_smaller_effect():
     d = {"block_size": 16, "max_model_len": 1024,
          "layouts": {"contiguous": lay(0.84, 1137, 7168, 7),
                      "paged": lay(0.046, 1298, 1360, 7)}}
-    v = judges.ch04_kv_waste(d)
+    v = ch04_kv_cache.judge_kv_waste(d)
     assert v.verdict == HOLDS_SMALLER and "62 slots empty" in v.reason
     d["layouts"]["paged"] = lay(0.02, 1333, 1360, 7)
-    assert judges.ch04_kv_waste(d).verdict == HOLDS
+    assert ch04_kv_cache.judge_kv_waste(d).verdict == HOLDS
     d["layouts"]["paged"] = lay(0.9, 100, 1000, 7)
-    assert judges.ch04_kv_waste(d).verdict == FAILS
+    assert ch04_kv_cache.judge_kv_waste(d).verdict == FAILS
 
 
 # --- the wall-clock protocol -----------------------------------------------------------------

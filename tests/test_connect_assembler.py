@@ -1,8 +1,9 @@
 """StepAssembler alone, on a made-up clock: how step reports, KV batches and token arrivals
 become StepRecords, including the awkward orders a busy machine produces (tokens before their
 report, tokens seconds late, tokens of other clients, no reports at all)."""
-from inferlab.connect.assembler import MAX_WAIT_S, ORPHAN_S, StepAssembler, _Tok
-from inferlab.connect.steps import EngineInfo, StepReport
+from inferlab.connect.feeds.assembler import MAX_WAIT_S, ORPHAN_S, StepAssembler
+from inferlab.connect.feeds.tokens import TokenArrival
+from inferlab.connect.wire.step_reports import EngineInfo, StepReport
 from inferlab.core.events import KVEvent, RequestInfo
 
 INFO = EngineInfo(seq=0, ts=0.0, vllm_version="0.32.0", block_size=4, num_blocks=10,
@@ -24,7 +25,7 @@ def report(ts, new_tokens, prompt_tokens=0, prompt_cached=0, ctx=0, gen=0, **kw)
 
 
 def tok(rid, i, t, fin=None):
-    return _Tok(rid, 100 + i, f"<{i}>", i, t, fin)
+    return TokenArrival(rid, 100 + i, f"<{i}>", i, t, fin)
 
 
 def queue(a, rid, t, n=8):

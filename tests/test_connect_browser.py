@@ -10,8 +10,8 @@ import pathlib
 
 import pytest
 
-from inferlab.connect.frames import decode_frame
-from inferlab.connect.prefix_tree import HashTree
+from inferlab.connect.feeds.hash_tree import HashTree
+from inferlab.connect.wire.kv_events import decode_frame
 from inferlab.core.events import StepRecord
 from inferlab.observe.trace import Trace
 
@@ -69,7 +69,7 @@ def synced_state(view) -> dict:
 
 
 def test_the_prefix_cache_view_draws_in_chromium(tmp_path):
-    from inferlab.bench.jupyter import CHROMIUM, browser_page
+    from inferlab.tools.jupyter import CHROMIUM, browser_page
     from inferlab.widgets.vllm_kv import VllmPrefixCache
     if not os.path.exists(CHROMIUM):
         pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")

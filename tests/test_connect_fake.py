@@ -15,8 +15,8 @@ import msgspec
 import pytest
 
 from inferlab.connect import ConnectError, VllmConnector
-from inferlab.connect import vllm as conn_mod
-from inferlab.connect.prefix_tree import KV_IDS, TreeState
+from inferlab.connect.feeds.prefix_tree import KV_IDS, TreeState
+from inferlab.connect.front import connector as conn_mod
 from inferlab.observe.trace import Trace
 
 spec = importlib.util.spec_from_file_location(
@@ -278,7 +278,7 @@ def test_a_dying_server_aborts_its_requests_and_says_so(make, monkeypatch):
 
 
 def test_an_unreachable_server_or_a_bad_endpoint_is_a_clear_error(make):
-    from inferlab.connect.server import free_port
+    from inferlab.connect.front.machine import free_port
     with pytest.raises(ConnectError, match="cannot reach.*inferlab vllm serve"):
         VllmConnector(f"http://127.0.0.1:{free_port()}").connect()
     fake, _ = make(connect=False)

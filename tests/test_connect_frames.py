@@ -14,9 +14,10 @@ import pathlib
 import msgspec
 import pytest
 
-from inferlab.connect.frames import (AllBlocksCleared, BadEvent, BlockRemoved, BlockStored,
+from inferlab.connect.wire.kv_events import (AllBlocksCleared, BadEvent, BlockRemoved, BlockStored,
                                      FrameError, UnknownEvent, decode_frame, short_hash)
-from inferlab.connect.prefix_tree import HashTree, TreeState
+from inferlab.connect.feeds.hash_tree import HashTree
+from inferlab.connect.feeds.prefix_tree import TreeState
 
 FIX = pathlib.Path(__file__).parent / "fixtures"
 GOLDEN = json.loads((FIX / "vllm_kv_frames.json").read_text())
@@ -177,11 +178,11 @@ def test_random_bytes_never_raise_anything_but_frame_error():
 
 def test_the_golden_step_reports_decode_with_the_current_schema():
     """The plugin's reports as the real server sent them (same capture) still decode."""
-    from inferlab.connect import steps
-    msgs = [steps.decode(base64.b64decode(f[1])) for f in GOLDEN["steps"]]
-    info = [m for m in msgs if isinstance(m, steps.EngineInfo)]
-    reps = [m for m in msgs if isinstance(m, steps.StepReport)]
-    assert info and info[0].vllm_version == steps.PINNED_VLLM and info[0].block_size == 32
+    from inferlab.connect.wire import step_reports
+    msgs = [step_reports.decode(base64.b64decode(f[1])) for f in GOLDEN["steps"]]
+    info = [m for m in msgs if isinstance(m, step_reports.EngineInfo)]
+    reps = [m for m in msgs if isinstance(m, step_reports.StepReport)]
+    assert info and info[0].vllm_version == step_reports.PINNED_VLLM and info[0].block_size == 32
     assert info[0].num_blocks == GOLDEN["num_blocks"] and info[0].iteration_details
     assert [m.seq for m in msgs] == sorted(m.seq for m in msgs)
     sent = sum(len(r["token_ids"]) for r in GOLDEN["requests"])

@@ -8,9 +8,11 @@ import os
 import pytest
 
 from inferlab.bench.vllm import model_dir_for_vllm
-from inferlab.connect import server as srv_mod
-from inferlab.connect.prefix_tree import TreeState
-from inferlab.connect.server import VllmServer, VllmServerError
+from inferlab.connect.feeds.prefix_tree import TreeState
+from inferlab.connect.front import launcher as srv_mod
+from inferlab.connect.front import machine
+from inferlab.connect.front.launcher import VllmServer
+from inferlab.connect.front.machine import VllmServerError
 from inferlab.observe.trace import Trace
 
 SHARED = ("You are a careful assistant in a lab about serving language models. The lab shows how "
@@ -47,7 +49,7 @@ def test_a_live_vllm_server_recorded_and_replayed(smollm2, tmp_path):
     from inferlab.widgets import SchedulerTimeline, TokenStream
     from inferlab.widgets.vllm_kv import VllmPrefixCache
     try:
-        srv_mod.vllm_python()
+        machine.vllm_python()
     except VllmServerError as e:
         pytest.fail(str(e))
     srv = VllmServer(model_dir_for_vllm(smollm2, str(tmp_path)), port=None, max_model_len=1024,

@@ -11,8 +11,8 @@ import tempfile
 
 import pytest
 
-from inferlab.connect import steps
-from inferlab.connect.server import VllmServerError, vllm_python
+from inferlab.connect.front.machine import VllmServerError, vllm_python
+from inferlab.connect.wire import step_reports
 
 CHECK = r"""
 import dataclasses, json, os, sys, tempfile, time
@@ -21,11 +21,12 @@ from vllm.v1.engine import FinishReason
 from vllm.v1.metrics.loggers import AggregateStatLoggerBase, load_stat_logger_plugin_factories
 from vllm.v1.metrics.stats import (FinishedRequestStats, IterationStats, PrefixCacheStats,
                                    PromptTokenStats, SchedulerIterationDetails, SchedulerStats)
-from inferlab.connect import steps, vllm_plugin
+from inferlab.connect.plugin import stat_logger
+from inferlab.connect.wire import step_reports
 
 out = {"version": vllm.__version__}
-out["discovered"] = vllm_plugin.InferlabStepLogger in load_stat_logger_plugin_factories()
-out["aggregate"] = issubclass(vllm_plugin.InferlabStepLogger, AggregateStatLoggerBase)
+out["discovered"] = stat_logger.InferlabStepLogger in load_stat_logger_plugin_factories()
+out["aggregate"] = issubclass(stat_logger.InferlabStepLogger, AggregateStatLoggerBase)
 # every internal field the plugin reads, with its declared type, in this release
 def fields(cls):
     return {f.name: str(f.type) for f in dataclasses.fields(cls)}
@@ -44,16 +45,16 @@ it.finished_requests.append(FinishedRequestStats(
     finish_reason=FinishReason.LENGTH, request_id="cmpl-r1-0", e2e_latency=1.5,
     num_prompt_tokens=64, num_generation_tokens=8, queued_time=0.1, prefill_time=0.2,
     decode_time=1.2, num_cached_tokens=32))
-rep = vllm_plugin.step_report(0, 7, s, it)
-out["report"] = steps.encode(rep).hex()
+rep = stat_logger.step_report(0, 7, s, it)
+out["report"] = step_reports.encode(rep).hex()
 # inert without the endpoint; publishing with it
-os.environ.pop(steps.ENV_ENDPOINT, None)
-out["inert"] = vllm_plugin.InferlabStepLogger(None, [0])._sock is None
+os.environ.pop(step_reports.ENV_ENDPOINT, None)
+out["inert"] = stat_logger.InferlabStepLogger(None, [0])._sock is None
 d = tempfile.mkdtemp(prefix="ilp")
-os.environ[steps.ENV_ENDPOINT] = ep = f"ipc://{d}/steps"
+os.environ[step_reports.ENV_ENDPOINT] = ep = f"ipc://{d}/steps"
 class Cfg: pass
 cfg = Cfg()
-lg = vllm_plugin.InferlabStepLogger(cfg, [0])
+lg = stat_logger.InferlabStepLogger(cfg, [0])
 sub = zmq.Context.instance().socket(zmq.SUB)
 sub.setsockopt(zmq.SUBSCRIBE, b"")
 sub.connect(ep)
@@ -62,7 +63,7 @@ end = time.time() + 10
 while time.time() < end and len(kinds) < 2:        # a step report, and the 1 s heartbeat
     lg.record(s, it, engine_idx=0)
     if sub.poll(100):
-        kinds.add(type(steps.decode(sub.recv_multipart()[1])).__name__)
+        kinds.add(type(step_reports.decode(sub.recv_multipart()[1])).__name__)
 out["published"] = sorted(kinds)
 print("RESULT " + json.dumps(out))
 """
@@ -81,8 +82,8 @@ def test_the_plugin_in_vllms_venv():
     line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
     assert r.returncode == 0 and line, r.stderr[-3000:]
     out = json.loads(line[0][7:])
-    assert out["version"] == steps.PINNED_VLLM, "the plugin's field reads are pinned to " \
-        f"vLLM {steps.PINNED_VLLM}: check vllm_plugin.step_report against {out['version']}"
+    assert out["version"] == step_reports.PINNED_VLLM, "the plugin's field reads are pinned to " \
+        f"vLLM {step_reports.PINNED_VLLM}: check stat_logger.step_report against {out['version']}"
     assert out["discovered"] and out["aggregate"] and out["inert"]
     f = out["fields"]
     for name in ("num_running_reqs", "num_waiting_reqs", "kv_cache_usage",
@@ -97,7 +98,7 @@ def test_the_plugin_in_vllms_venv():
     assert {"total", "computed", "cached_tokens"} <= set(f["PromptTokenStats"])
     assert {"num_generation_tokens", "prompt_token_stats", "num_preempted_reqs",
             "finished_requests"} <= set(out["iteration_attrs"])
-    rep = steps.decode(bytes.fromhex(out["report"]))
+    rep = step_reports.decode(bytes.fromhex(out["report"]))
     assert (rep.seq, rep.num_running, rep.num_waiting, rep.kv_usage) == (7, 2, 1, 0.25)
     assert (rep.prefix_requests, rep.prefix_queries, rep.prefix_hits) == (1, 64, 32)
     assert (rep.ctx_requests, rep.ctx_tokens, rep.gen_tokens, rep.elapsed_ms) == \
@@ -110,7 +111,7 @@ def test_the_plugin_in_vllms_venv():
 
 
 def test_the_lab_venv_never_imports_vllm():
-    code = ("import sys, inferlab.connect.vllm, inferlab.connect.server, "
+    code = ("import sys, inferlab.connect.front.connector, inferlab.connect.front.launcher, "
             "inferlab.widgets.vllm_kv; assert 'vllm' not in sys.modules")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=120)

@@ -14,8 +14,10 @@ import time
 import pytest
 
 from inferlab.cli import main
-from inferlab.connect import server as srv_mod
-from inferlab.connect.server import VllmServer, VllmServerError, check_port_free
+from inferlab.connect.front import launcher as srv_mod
+from inferlab.connect.front import machine
+from inferlab.connect.front.launcher import VllmServer
+from inferlab.connect.front.machine import VllmServerError, check_port_free
 
 
 def fake_venv(tmp_path, body: str):
@@ -68,7 +70,7 @@ def test_the_command_is_vllm_serve_set_up_for_the_lab(tmp_path):
                   "endpoint": "ipc:///tmp/x/kv", "replay_endpoint": "ipc:///tmp/x/kv-replay"}
     env = s.environment()
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["VLLM_CPU_OMP_THREADS_BIND"] == \
-        srv_mod.cpu_list()
+        machine.cpu_list()
     assert env["INFERLAB_VLLM_STEPS_ENDPOINT"] == "ipc:///tmp/x/steps"
 
 

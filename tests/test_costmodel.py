@@ -6,7 +6,8 @@ from inferlab.core.shapes import (MODEL_SHAPES, ModelShape, kv_bytes_per_token, 
 from inferlab.sim.clock import SimulatedClock, WallClock, check_clock, make_clock
 from inferlab.sim.costmodel import (allreduce_time, step_bytes, step_flops, step_time,
                                     tensor_parallel)
-from inferlab.sim.gpus import BANDWIDTH_EFFICIENCY, FLOPS_EFFICIENCY, GPUS, get_gpu
+from inferlab.sim.gpus import BANDWIDTH_EFFICIENCY, FLOPS_EFFICIENCY, GPUS
+from inferlab.sim.profiles import get_gpu
 from inferlab.errors import InvalidInputError, InvalidTypeError
 
 

@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from inferlab.bench.jupyter import CHROMIUM, browser_page, write_notebook
+from inferlab.tools.jupyter import CHROMIUM, browser_page, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -53,7 +53,7 @@ def test_views_come_back_after_a_reload_and_keep_updating(tmp_path):
         pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
     from playwright.sync_api import sync_playwright
 
-    from inferlab.bench.jupyter import jupyterlab, run_all
+    from inferlab.tools.jupyter import jupyterlab, run_all
     root = tmp_path / "labroot"
     root.mkdir()
     write_notebook(root / "reload.ipynb", CELLS)

@@ -1,6 +1,8 @@
-"""The fused forwards (model/fused_decode.py for one decoding sequence, model/fused_ops.py for
-more rows) against the op-by-op forward they replace (model/llama.py), on the same weights and
-the same paged cache: logits, the K/V each writes, and greedy tokens against transformers."""
+"""The fast forward (model/fused.py: one decoding sequence as one numba call, more rows with
+the small ops fused) against the op-by-op forward it replaces (model/llama.py), on the same
+weights and the same paged cache: logits, the K/V each writes, and greedy tokens against
+transformers."""
+import contextlib
 import itertools
 
 import pytest
@@ -8,7 +10,8 @@ import torch
 
 import inferlab as il
 from inferlab.core.shapes import cdiv
-from inferlab.model.llama import AttentionMetadata, LlamaForward
+from inferlab.model.fused import FusedForward
+from inferlab.model.llama import AttentionMetadata, LlamaForward, attention
 
 from test_parity import check_parity
 
@@ -35,7 +38,6 @@ def fused_vs_per_op(fwd: LlamaForward, seqs, block_size=16):
     kc, vc = torch.zeros(shape), torch.zeros(shape)
     free = list(range(nb - 1, 0, -1))                        # not in block order
     tables = [[free.pop() if i % 2 else free.pop(0) for i in range(n)] for n in need]
-    fwd.fusable = False
     for (ids, cached), table in zip(seqs, tables):
         if cached:
             fwd.forward(torch.tensor(ids[:cached]), torch.arange(cached),
@@ -46,13 +48,11 @@ def fused_vs_per_op(fwd: LlamaForward, seqs, block_size=16):
     last = meta.query_start_loc[1:].long() - 1
     written = meta.slot_mapping
     results = []
-    for fused in (True, False):
-        fwd.fusable = fused
-        logits = fwd.forward(ids, pos, meta, kc, vc, last)
+    for forward in (FusedForward(fwd), fwd.forward):
+        logits = forward(ids, pos, meta, kc, vc, last)
         k = kc.transpose(0, 1).reshape(nb * block_size, fwd.num_layers, -1)[written].clone()
         v = vc.transpose(0, 1).reshape(nb * block_size, fwd.num_layers, -1)[written].clone()
         results.append((logits, k, v))
-    fwd.fusable = True
     return results
 
 
@@ -87,14 +87,15 @@ def test_tiny_llama_fused_rows_match_per_op(block_size, lens):
 
 
 def test_long_chunks_take_torchs_sdpa_and_short_ones_do_not(monkeypatch):
-    from inferlab.model import fused_ops
+    from inferlab import kernels
     calls = []
-    monkeypatch.setattr(fused_ops, "attention_sdpa",
-                        lambda *a: calls.append(1) or fused_ops.attention(*a))
+    real = kernels.paged_attention_sdpa
+    monkeypatch.setattr(kernels, "paged_attention_sdpa",
+                        lambda *a: calls.append(1) or real(*a))
     eng = il.Engine("tiny", num_blocks=64, linear_backend="numba+onednn")
-    eng.runner.prompt_logits(list(range(3, 3 + fused_ops.SDPA_MIN_TOKENS - 1)))
+    eng.runner.prompt_logits(list(range(3, 3 + kernels.SDPA_MIN_TOKENS - 1)))
     assert not calls
-    eng.runner.prompt_logits(list(range(3, 3 + fused_ops.SDPA_MIN_TOKENS)))
+    eng.runner.prompt_logits(list(range(3, 3 + kernels.SDPA_MIN_TOKENS)))
     assert len(calls) == eng.runner.model.num_layers
 
 
@@ -120,19 +121,39 @@ def test_fused_only_where_it_applies():
     for linear, fusable in (("numba", True), ("numba+onednn", True), ("onednn", False),
                             ("torch", False)):
         eng = il.Engine("tiny", num_blocks=8, linear_backend=linear)
-        assert eng.runner.model.fusable is fusable
+        assert eng.runner.plan.fused is fusable and eng.runner.plan.path == (
+            "fused" if fusable else "reference")
     eng = il.Engine("tiny", num_blocks=8, attention_backend="reference",
                     linear_backend="numba+onednn")
     eng.generate([[5, 6, 7]], il.SamplingParams(max_tokens=4), use_tqdm=False)
-    assert eng.runner.model._fused is None                   # reference attention: not fused
+    assert not eng.runner.plan.fused_available               # reference attention: not fused
+    with pytest.raises(il.InvalidInputError, match="fused forward needs"):
+        eng.runner.use_path("fused")
+
+
+def test_the_path_is_chosen_once_and_switches_only_on_request():
+    eng = il.Engine("tiny", num_blocks=64, linear_backend="numba")
+    meta = AttentionMetadata(torch.zeros(300, dtype=torch.int64),
+                             torch.zeros((1, 19), dtype=torch.int32),
+                             torch.tensor([300], dtype=torch.int32),
+                             torch.tensor([0, 300], dtype=torch.int32), False, "numba-cpu")
+    assert eng.runner.attention_for(meta) is not attention          # SDPA for a long chunk
+    eng.runner.use_path("reference")
+    assert eng.runner.plan.path == "reference" and eng.runner.attention_for(meta) is attention
+    ref = eng.generate([[5, 6, 7]], il.SamplingParams(max_tokens=6), use_tqdm=False)[0]
+    eng.runner.use_path("fused")
+    assert eng.generate([[5, 6, 7]], il.SamplingParams(max_tokens=6),
+                        use_tqdm=False)[0].token_ids == ref.token_ids
 
 
 @pytest.mark.parametrize("block_size", [16, 3])
 def test_tiny_one_at_a_time_greedy_matches_transformers(block_size):
     eng = il.Engine("tiny", block_size=block_size, num_blocks=256, max_num_seqs=1,
                     linear_backend="numba+onednn")
-    check_parity(eng, eng.loaded.hf_model, n=16)
-    assert eng.runner.model._fused is not None                 # every decode step ran fused
+    parts = []
+    with eng.runner.timing(lambda part: parts.append(part) or contextlib.nullcontext()):
+        check_parity(eng, eng.loaded.hf_model, n=16)
+    assert "one-call decode" in parts                         # decode steps ran as one call
 
 
 @pytest.mark.slow
@@ -147,8 +168,8 @@ def test_smollm2_long_context_fused_matches_per_op(smollm2):
 @pytest.mark.slow
 def test_smollm2_one_at_a_time_greedy_matches_transformers(smollm2):
     eng = il.Engine(block_size=16, max_num_seqs=1, linear_backend="numba+onednn-packed")
+    assert eng.runner.plan.fused
     check_parity(eng, smollm2.hf_model)
-    assert eng.runner.model._fused is not None
 
 
 @pytest.mark.slow
@@ -171,5 +192,5 @@ def test_fused_kernels_load_from_numbas_cache_in_a_new_process(tmp_path):
     saved = lambda r: sorted({line.split("'")[1].rsplit("/", 1)[-1].split(".py")[0]
                               for line in r.stdout.splitlines() if "data saved" in line})
     first = " ".join(saved(runs[0]))
-    assert "fused_decode.forward" in first and "fused_ops.add_rms_rows" in first, first
+    assert "decode_cpu._decode_pass" in first and "rows_cpu._add_rms_rows" in first, first
     assert saved(runs[1]) == [], saved(runs[1])                   # nothing compiled again

@@ -1,9 +1,10 @@
-"""The numba GEMM (model/gemm.py) against a float64 reference and against F.linear."""
+"""The numba GEMM (kernels/gemm_cpu.py) against a float64 reference and against F.linear."""
 import numpy as np
 import pytest
 import torch
 
-from inferlab.model import gemm, linear
+from inferlab.kernels import gemm_cpu as gemm
+from inferlab.model import linear
 
 
 def test_pack_lays_out_32_column_panels_zero_padded():

@@ -26,9 +26,11 @@ MAY_IMPORT = {
             "root"},
     "widgets": {"core", "model", "sim", "engine", "observe", "lab", "connect", "root"},
     "bench": {"core", "model", "sim", "engine", "observe", "lab", "widgets", "kernels", "root",
+              "cli", "connect", "tools"},
+    "tools": {"core", "model", "sim", "engine", "observe", "lab", "widgets", "kernels", "root",
               "cli", "connect"},
     "kernels": {"core"},
-    "cli": {"core", "engine", "observe", "lab", "bench", "sim", "connect", "root"},
+    "cli": {"core", "model", "engine", "observe", "lab", "bench", "sim", "connect", "root"},
     "root": {"core", "engine"},
 }
 

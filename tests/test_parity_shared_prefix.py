@@ -67,7 +67,7 @@ def test_long_shared_prefix_through_the_fused_sdpa_path():
     prefix = list(range(50, 350))
     eng = il.Engine("tiny", block_size=16, num_blocks=256, attention_backend="numba-cpu",
                     linear_backend="numba", max_model_len=512)
-    assert eng.runner.model.runs_fused("numba-cpu")
+    assert eng.runner.plan.fused
     check(eng, prompts(prefix), n=4)
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import inferlab as il
 from inferlab.errors import TraceFormatError
-from inferlab.observe import trace_format
+from inferlab.observe import trace_format, trace_read
 from inferlab.observe.trace import Trace
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -59,10 +59,10 @@ def must_load_or_refuse(d):
         tr = Trace.from_dict(d)
     except TraceFormatError:
         with pytest.raises(TraceFormatError):       # read from bytes, it is refused too
-            trace_format.from_file(blob)
+            trace_read.from_file(blob)
         return
     if "Infinity" not in blob.decode():
-        trace_format.from_file(blob)
+        trace_read.from_file(blob)
     # whatever loads must be usable: exported and replayed without a crash
     tr.to_chrome_trace()
     from inferlab.widgets import KVBlockMap, SchedulerTimeline

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import traitlets as t
 
-from inferlab.connect.prefix_tree import KV_IDS, TreeState
+from inferlab.connect.feeds.prefix_tree import KV_IDS, TreeState
 from inferlab.widgets._base import View, asset, pack
 
 MAX_NODES = 2000                 # drawn at most (the most recent); the summary counts all

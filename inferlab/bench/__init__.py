@@ -1,3 +1,3 @@
-"""bench: the ``inferlab bench ...`` commands, and the JupyterLab + browser launch they share
-with the tests. Rule: may import anything; nothing in the package imports it but the CLI.
+"""bench: the ``inferlab bench ...`` benchmarks only; what they share is in common.py. Rule:
+may import anything; nothing in the package imports it but the CLI.
 """

@@ -11,23 +11,7 @@ import os
 import statistics
 import time
 
-
-def _median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
-def hf_greedy_config(new_tokens: int, ignore_eos: bool = True):
-    """transformers' GenerationConfig for the benchmarks' greedy runs (exactly ``new_tokens``
-    when ``ignore_eos``), shared by ``bench_engine`` and the transformers worker."""
-    from transformers import GenerationConfig
-    return GenerationConfig(max_new_tokens=new_tokens,
-                            min_new_tokens=new_tokens if ignore_eos else 0, do_sample=False,
-                            eos_token_id=None, pad_token_id=0)
+from .common import Worker, hf_greedy_config, median_time, tok_s
 
 
 def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model=None,
@@ -105,7 +89,7 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
             fn()
             times[name].append(time.perf_counter() - t)
     results = {k: total / statistics.median(v) for k, v in times.items()}
-    results["transformers batch 1"] = batch1_requests * new_tokens / _median_time(hf_batch1, 1)
+    results["transformers batch 1"] = batch1_requests * new_tokens / median_time(hf_batch1, 1)
     width = max(map(len, results))
     for k, v in results.items():
         out(f"  {k:{width}s} {v:8.1f} tok/s")
@@ -118,14 +102,12 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
 
 def bench_engine_alone(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model=None,
                        out=print) -> dict:
-    """inferlab vs transformers' padded batch, each in a process of its own (the workers of
-    ``inferlab bench vllm``), A B A B, the idle one frozen: neither's memory, threads or
+    """inferlab vs transformers' padded batch, each in a process of its own (bench/worker.py,
+    as in ``inferlab bench vllm``), A B A B, the idle one frozen: neither's memory, threads or
     leftovers touch the other's runs (in one process they do: BENCHMARKS.md, "Speed, round 2")."""
     import sys
 
     import numpy as np
-
-    from .vllm import Worker, _tok_s
     model_args = ["--model", model] if model else []
     with Worker("inferlab", sys.executable, ["--max-num-seqs", str(num_requests), *model_args]) \
             as ours, Worker("transformers", sys.executable, model_args) as theirs:
@@ -146,15 +128,15 @@ def bench_engine_alone(num_requests=32, prompt_len=64, new_tokens=64, repeats=3,
                 idle = theirs if w is ours else ours
                 with idle.frozen():
                     runs[name].append(w.request(**cmd))
-    tok_s = {k: statistics.median(_tok_s(r) for r in v) for k, v in runs.items()}
+    speed = {k: statistics.median(tok_s(r) for r in v) for k, v in runs.items()}
     same = sum(a == b for a, b in zip(*(v[0]["token_ids"] for v in runs.values())))
     for k, v in runs.items():
-        out(f"  {k:22s} {tok_s[k]:8.1f} tok/s   (runs: "
-            + ", ".join(f"{_tok_s(r):.1f}" for r in v) + ")")
-    ratio = tok_s["inferlab engine"] / tok_s["transformers padded"]
+        out(f"  {k:22s} {speed[k]:8.1f} tok/s   (runs: "
+            + ", ".join(f"{tok_s(r):.1f}" for r in v) + ")")
+    ratio = speed["inferlab engine"] / speed["transformers padded"]
     out(f"  inferlab / transformers padded = {ratio:.2f}x   same greedy tokens on {same} of "
         f"{num_requests}; load after {os.getloadavg()[0]:.2f}")
-    return {"tok_s": tok_s, "ratio": ratio, "same_tokens": same}
+    return {"tok_s": speed, "ratio": ratio, "same_tokens": same}
 
 
 def _rss_bytes() -> int:

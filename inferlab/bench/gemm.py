@@ -6,7 +6,7 @@ to the next the weights come from memory as they do in a real step (30 layers: 0
 copy). Each path multiplies the same rows through all layers; the paths alternate (A B C A B
 C), and each reports the median GFLOP/s of the repeats and their range:
 
-* ``numba GEMM``: model/gemm.py over its packed panels (the engine's default on a CPU);
+* ``numba GEMM``: kernels/gemm_cpu.py over its packed panels (the engine's default on a CPU);
 * ``oneDNN packed``: oneDNN's matmul over weights reordered once for 32 rows (the default
   before it);
 * ``F.linear``: torch's reference (MKL on x86).
@@ -26,14 +26,14 @@ def main(rows=ROWS, layers: int = 30, repeats: int = 5, out=print) -> dict:
     import numpy as np
     import torch
 
-    from inferlab.model import gemm
+    from inferlab import kernels
     from inferlab.model.linear import onednn_linear, onednn_pack
     if not torch.backends.mkldnn.is_available():
         raise SystemExit("bench gemm compares with oneDNN, which this torch build lacks")
 
     gen = torch.Generator().manual_seed(0)
     plain = [[torch.randn(n, k, generator=gen) for n, k in SHAPES] for _ in range(layers)]
-    panels = [[gemm.pack(w.numpy()) for w in ws] for ws in plain]
+    panels = [[kernels.pack_panels(w.numpy()) for w in ws] for ws in plain]
     dnn = [[onednn_pack(w) for w in ws] for ws in plain]
     out(f"{layers} layers x {len(SHAPES)} GEMMs (SmolLM2-135M's), fp32, "
         f"{torch.get_num_threads()} threads, median of {repeats} after a warm-up, paths "
@@ -48,7 +48,7 @@ def main(rows=ROWS, layers: int = 30, repeats: int = 5, out=print) -> dict:
         def numba_gemm():
             for ws in panels[:n_layers]:
                 for (n, k), w in zip(SHAPES, ws):
-                    gemm.gemm(xs[k].numpy(), w, ys[n])
+                    kernels.gemm(xs[k].numpy(), w, ys[n])
 
         def onednn():
             for ws in dnn[:n_layers]:

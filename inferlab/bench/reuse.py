@@ -25,6 +25,8 @@ import heapq
 import itertools
 import zlib
 
+from .common import table
+
 VOCAB = 49152           # the tiny model's tokenizer size (SmolLM2's); any would do here
 
 
@@ -144,7 +146,6 @@ def bench_reuse(model=None, repeats: int = 1, budgets=(64, 128, 192, 256, 512),
     (512 blocks: nothing is evicted, the ceiling). ``engine_check``: the tiny model's engine
     must give the same counts at the first (tightest) budget; it takes minutes on 2 CPUs.
     ``model`` and ``repeats`` are accepted for the CLI and unused: counts are deterministic."""
-    from .scheduling import _table
     res: dict = {"same_step": same_step(engine_check=engine_check, out=out)}
     for name, wl in workloads(seed).items():
         out(f"\nprefix-reuse, {name}: {wl.description}; block_size={BASE['block_size']}, "
@@ -165,7 +166,7 @@ def bench_reuse(model=None, repeats: int = 1, budgets=(64, 128, 192, 256, 512),
                 rows.append([f"{nb} blocks", pol, f"{x['hits']}/{x['queries']}",
                              f"{x['hit_rate']:.1%}", x["evicted"], x["preemptions"],
                              x["steps"]])
-        _table(out, ["KV budget", "free order", "hit/query tokens", "hit rate",
+        table(out, ["KV budget", "free order", "hit/query tokens", "hit rate",
                      "blocks evicted", "preemptions", "steps"], rows)
         gains = [f"{nb}: {res[f'{name}/{nb}']['old']['hit_rate']:.1%} -> "
                  f"{res[f'{name}/{nb}']['new']['hit_rate']:.1%}" for nb in budgets]
@@ -181,7 +182,6 @@ def same_step(num_requests: int = 16, num_blocks: int = 1024, engine_check: bool
     """Requests sharing a system prompt, arriving together: blocks indexed when allocated
     (vLLM, the engine's default) vs only after their step ran (``index_blocks_ahead=False``,
     the lab before it matched vLLM). Counts deterministic; times on the simulated clock."""
-    from .scheduling import _table
     wl = burst(num_requests, seed)
     r = {"after step": replay(wl, num_blocks, index_ahead=False, **SAME_STEP),
          "at allocation": replay(wl, num_blocks, index_ahead=True, **SAME_STEP)}
@@ -194,7 +194,7 @@ def same_step(num_requests: int = 16, num_blocks: int = 1024, engine_check: bool
         f"block_size={BASE['block_size']}, max_num_seqs={SAME_STEP['max_num_seqs']}, token "
         f"budget {SAME_STEP['max_num_batched_tokens']} (the engine's defaults), clock "
         f"{CLOCK['clock']} (simulated); deterministic")
-    _table(out, ["blocks indexed", "prefill tokens computed", "hit/query tokens", "hit rate",
+    table(out, ["blocks indexed", "prefill tokens computed", "hit/query tokens", "hit rate",
                  "steps", "simulated s"],
            [[k, x["prefill_tokens"], f"{x['hits']}/{x['queries']}", f"{x['hit_rate']:.1%}",
              x["steps"], f"{x['seconds']:.3f}"] for k, x in r.items()])

@@ -25,12 +25,7 @@ import time
 
 from inferlab.core.shapes import cdiv, kv_bytes_per_token
 from inferlab.sim.costmodel import step_flops
-from inferlab.sim.this_cpu import timed
-
-
-def _median_time(fn, repeats: int) -> float:
-    """Median seconds of ``repeats`` calls after a warm-up (numba dispatch, allocator)."""
-    return statistics.median(timed(fn, repeats))
+from inferlab.lab.chapters._kernel_timing import median_time
 
 
 def measure_parts(eng, chunks, repeats: int = 3) -> dict[str, float]:
@@ -41,7 +36,7 @@ def measure_parts(eng, chunks, repeats: int = 3) -> dict[str, float]:
 
     from inferlab.model.llama import AttentionMetadata
     runner = eng.runner
-    m = runner.model
+    m = eng.model
     H, KVH, D = m.num_heads, m.num_kv_heads, m.head_dim
     T = sum(n for n, _ in chunks)
     R = sum(1 for n, _ in chunks if n)
@@ -80,14 +75,14 @@ def measure_parts(eng, chunks, repeats: int = 3) -> dict[str, float]:
     meta = AttentionMetadata(slot_mapping=torch.zeros(T, dtype=torch.int64), block_tables=bt,
                              seq_lens=sl, query_start_loc=qs,
                              decode_only=all(n == 1 for n, _ in chunks), backend=runner.backend)
-    attend = m.attention_for(meta)                   # what the engine's forward would run
+    attend = runner.attention_for(meta)              # what the engine's forward would run
 
     @torch.inference_mode()
     def attention_layers():
         for li in range(m.num_layers):
             attend(q, runner.k_cache[li], runner.v_cache[li], meta, m.scale)
-    return {"linear": _median_time(linears, repeats),
-            "attention": _median_time(attention_layers, repeats)}
+    return {"linear": median_time(linears, repeats),
+            "attention": median_time(attention_layers, repeats)}
 
 
 def model_parts(gpu, shape, chunks, dtype_bytes: int) -> dict[str, float]:
@@ -166,7 +161,7 @@ def split(eng, batch: int, repeats: int = 5) -> dict:
     parts = measure_parts(eng, [(1, ctx)] * batch, repeats)
     logits = torch.randn(batch, eng.vocab_size)
     params = [SamplingParams(max_tokens=1)] * batch
-    sampling = _median_time(lambda: sample(logits, params, [None] * batch), repeats)
+    sampling = median_time(lambda: sample(logits, params, [None] * batch), repeats)
     return {"step": step * 1e3, "linear": parts["linear"] * 1e3,
             "attention": parts["attention"] * 1e3, "sampling": sampling * 1e3,
             "other forward": max(execute - parts["linear"] - parts["attention"] - sampling, 0) * 1e3,
@@ -189,7 +184,7 @@ def main(batches=(1, 8, 32), model=None, repeats: int = 5, linear_backend: str =
         f"{mach['read_bandwidth'] / 1e9:.1f} GB/s")
     out(f"{'batch':>5} {'ideal ms':>9} {'step ms':>8} {'share':>6} {'tok/s':>7} {'forward':>8}   "
         "split of the step (ms): linear | attention | sampling | other forward | host")
-    fused = eng.runner.model.runs_fused(eng.runner.backend)
+    fused = eng.runner.plan.fused
     rows = {}
     for b in batches:
         s = split(eng, b, repeats)
@@ -201,8 +196,8 @@ def main(batches=(1, 8, 32), model=None, repeats: int = 5, linear_backend: str =
             f"{b / s['step'] * 1e3:7.1f} {path:>8}   {s['linear']:.1f} | {s['attention']:.1f} | "
             f"{s['sampling']:.1f} | {s['other forward']:.1f} | {s['host']:.1f}")
     if fused:
-        out("forward: '1 call' = the whole pass in one numba call (model/fused_decode.py), 'fused' "
-            "= small ops fused (model/fused_ops.py); the split times the same linear layers and "
+        out("forward: '1 call' = the whole pass in one numba call (kernels.decode_pass), 'fused' "
+            "= small ops fused (model/fused.py); the split times the same linear layers and "
             "attention on their own, so at batch 1 its parts exceed the fused step")
     out(f"load after {os.getloadavg()[0]:.2f}")
     return {"machine": mach, "rows": rows}

@@ -18,6 +18,7 @@ import statistics
 import time
 
 from ..core.shapes import cdiv
+from .common import table
 from .reuse import bench_reuse
 
 PASS = lambda ok: "PASS" if ok else "MISS"
@@ -48,17 +49,6 @@ def _timed(model, kw, workload):
     outs = run_workload(eng, workload, progress=False)
     wall = time.perf_counter() - t
     return wall, outs, eng.stats()
-
-
-def _table(out, header, rows):
-    body = [[str(c) for c in r] for r in rows]
-    widths = [max(len(x[j]) for x in [header, *body]) for j in range(len(header))]
-    fmt = lambda line: "  ".join(c.ljust(w) if j == 0 else c.rjust(w)
-                                 for j, (c, w) in enumerate(zip(line, widths)))
-    out(fmt(header))
-    out("  ".join("-" * w for w in widths))
-    for r in body:
-        out(fmt(r))
 
 
 # --- batching ------------------------------------------------------------------------------
@@ -133,7 +123,7 @@ def bench_batching(model=None, repeats=3, num_requests=256, max_num_seqs=8,
         out(f"\nbatching: {num_requests} requests, prompts U{prompt_len}, outputs capped-exp "
             f"mean {mean} cap {cap} ({n_out} output tokens), max_num_seqs={max_num_seqs}, "
             f"num_blocks={blocks}, median of {repeats}")
-        _table(out, ["scheduler", "output tok/s", "wall s (median)", "engine steps"],
+        table(out, ["scheduler", "output tok/s", "wall s (median)", "engine steps"],
                [[p, f"{tput[p]:.1f}", f"{statistics.median(walls[p]):.1f}", steps[p]]
                 for p in walls])
         out(f"continuous/static = {ratio:.2f}x (target >= {target}x: {PASS(ratio >= target)}); "
@@ -172,7 +162,7 @@ def bench_kv(model=None, repeats=1, num_requests=24, max_model_len=1024, num_blo
     out(f"\nkv: {num_requests} requests, prompts U{prompt_len}, outputs U{output_len}, "
         f"KV memory {num_blocks} blocks x 16 = {num_blocks * 16} token slots, "
         f"max_model_len={max_model_len}, max_num_seqs={max_num_seqs}")
-    _table(out, ["layout", "peak KV waste", "max concurrent", "peak blocks", "steps",
+    table(out, ["layout", "peak KV waste", "max concurrent", "peak blocks", "steps",
                  "preemptions", "output tok/s"], rows)
     p, c = res["paged"], res["contiguous"]
     conc = p["max_concurrent_requests"] / max(1, c["max_concurrent_requests"])
@@ -218,7 +208,7 @@ def bench_prefix(model=None, repeats=3, prompt_tokens=1024, shared=0.9, num_foll
     speedup = med[False] / med[True]
     out(f"\nprefix: TTFT of {prompt_tokens}-token prompts sharing {shared:.0%} of their tokens "
         f"({n_shared}), one at a time after a first one; median of {len(ttft[True])} requests")
-    _table(out, ["prefix caching", "TTFT median ms", "cached tokens / request"],
+    table(out, ["prefix caching", "TTFT median ms", "cached tokens / request"],
            [["on", f"{med[True] * 1e3:.1f}", cached[True]],
             ["off", f"{med[False] * 1e3:.1f}", cached[False]]])
     out(f"TTFT off/on = {speedup:.2f}x (target >= 3x: {PASS(speedup >= 3)})")
@@ -240,7 +230,7 @@ def bench_prefix(model=None, repeats=3, prompt_tokens=1024, shared=0.9, num_foll
     cost = 1 - tput[True] / tput[False]
     out(f"\nprefix, nothing hits: {miss_requests} random prompts x {miss_prompt} tokens, "
         f"{miss_output} out, max_num_seqs={max_num_seqs}, median of {repeats}")
-    _table(out, ["prefix caching", "total tok/s", "hit tokens"],
+    table(out, ["prefix caching", "total tok/s", "hit tokens"],
            [["on", f"{tput[True]:.1f}", hits[True]], ["off", f"{tput[False]:.1f}", hits[False]]])
     out(f"throughput cost of caching = {cost:+.1%} (target < 3%: {PASS(cost < 0.03)})")
     return dict(ttft_ms={("on" if k else "off"): v * 1e3 for k, v in med.items()},
@@ -306,7 +296,7 @@ def bench_chunked(model=None, repeats=3, num_decoders=8, decode_tokens=160, num_
     out(f"\nchunked: {num_decoders} requests decoding {decode_tokens} tokens; {num_long} prompts "
         f"of {long_prompt} tokens join, one every {every} decode steps; token budget {budget} "
         f"(chunking off: whole prompt in one step); median of {repeats}")
-    _table(out, ["chunked prefill", "ITL p99 ms", "total tok/s", "wall s"],
+    table(out, ["chunked prefill", "ITL p99 ms", "total tok/s", "wall s"],
            [[("on" if on else "off"), f"{itl[on] * 1e3:.1f}", f"{tput[on]:.1f}",
              f"{statistics.median(walls[on]):.2f}"] for on in (True, False)])
     out(f"p99 ITL off/on = {gain:.2f}x (target >= 2x: {PASS(gain >= 2)}); throughput loss "

@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from ..core.shapes import cdiv
-from .jupyter import CHROMIUM, browser_page, jupyterlab, run_all, write_notebook
+from ..tools.jupyter import CHROMIUM, browser_page, jupyterlab, run_all, write_notebook
 
 BUDGET_MS = 50.0
 

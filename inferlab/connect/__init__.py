@@ -8,20 +8,18 @@ publishes, built from what vLLM tells (DESIGN.md "Beside vLLM").
         VllmPrefixCache(conn)                         # inferlab.widgets.vllm_kv
         conn.generate([...], max_tokens=16)
 
-Modules, one concept each:
-    server       start/stop ``vllm serve`` from vLLM's venv, KV events + step reports on
-    vllm         VllmConnector: the engine-like surface, the socket pump, requests
-    assembler    StepRecords from step reports, KV batches and token arrivals
-    kv_stream    KV event subscription: sequence gaps, replay, several DP ranks
-    reports      step-report subscription (checked, gaps named); cache shape from /metrics
-    frames       one KV event message decoded (map and array forms)
-    prefix_tree  vLLM's prefix cache as a tree of block hashes (its KVEvent convention)
-    steps        the per-step report schema (shared with the plugin)
-    streams      our requests: token streams, arrival times, results
-    sse          /v1/completions streaming over plain http.client
-    vllm_plugin  the stat-logger plugin INSIDE vLLM (imports vllm: never imported here)
+By concern, each a subpackage with one rule (its ``__init__`` says which):
+    wire/     formats on the wire: KV event messages in both encodings (``kv_events``), the
+              step-report schema shared with the plugin (``step_reports``), SSE (``sse``)
+    feeds/    each reads one source (``kv_stream``, ``reports``, ``request_streams``) or puts
+              them together (``hash_tree``, ``prefix_tree``, ``assembler``: StepRecords)
+    front/    what a notebook holds: ``VllmConnector`` (``connector``), ``VllmServer``
+              (``launcher``) and what it needs from this machine (``machine``)
+    plugin/   the stat-logger plugin INSIDE vLLM (``stat_logger``; imports vllm: never
+              imported here)
 
-This floor imports ``core/`` and ``observe/`` only, plus pyzmq and msgspec; never vLLM.
+Imports go one way: front -> feeds -> wire. This floor imports ``core/`` and ``observe/`` only,
+plus pyzmq and msgspec; never vLLM.
 """
 from __future__ import annotations
 
@@ -31,15 +29,18 @@ __all__ = ["VllmConnector", "VllmServer", "VllmServerError", "ConnectError", "Vl
 
 def __getattr__(name):
     if name in ("VllmConnector", "ConnectError"):
-        from . import vllm
-        return getattr(vllm, name)
-    if name in ("VllmServer", "VllmServerError"):
-        from . import server
-        return getattr(server, name)
+        from .front import connector
+        return getattr(connector, name)
+    if name == "VllmServer":
+        from .front.launcher import VllmServer
+        return VllmServer
+    if name == "VllmServerError":
+        from .front.machine import VllmServerError
+        return VllmServerError
     if name == "VllmResult":
-        from .streams import VllmResult
+        from .feeds.request_streams import VllmResult
         return VllmResult
     if name == "rank_endpoints":
-        from .kv_stream import rank_endpoints
+        from .feeds.kv_stream import rank_endpoints
         return rank_endpoints
     raise AttributeError(f"module 'inferlab.connect' has no attribute {name!r}")

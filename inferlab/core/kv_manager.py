@@ -313,3 +313,11 @@ class ContiguousKVManager:
     def drain_events(self) -> list[KVEvent]:
         ev, self._events = self._events, []
         return ev
+
+
+def make_kv_manager(cfg, num_blocks: int, max_model_len: int) -> KVManager:
+    """The KV manager an ``EngineConfig`` asks for."""
+    if cfg.kv_layout == "paged":
+        return PagedKVManager(num_blocks, cfg.block_size, cfg.enable_prefix_caching,
+                              index_ahead=cfg.index_blocks_ahead)
+    return ContiguousKVManager(num_blocks, cfg.block_size, max_model_len, cfg.contiguous_reserve)

@@ -1,4 +1,5 @@
-"""A claim's verdict: computed from measured numbers, never typed, always with its reason.
+"""A claim and its verdict: a verdict is computed from measured numbers, never typed, always
+with its reason.
 
     Verdict(HOLDS_SMALLER, "23x claimed; 1.48x here: ...", measured="1.48x")
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 HOLDS = "holds"
 HOLDS_SMALLER = "holds, smaller here"
@@ -46,7 +48,34 @@ class Verdict:
         return f"{self.verdict}: {self.reason}" + (f"\n{self.warning}" if self.warning else "")
 
 
+@dataclass(frozen=True)
+class Claim:
+    """One claim the lab tests, declared by the chapter that measures it (its ``CLAIMS``):
+    the claim in our words, where it was published, how it is measured and judged."""
+    id: str
+    text: str
+    source: str
+    chapter: str                            # chapter module, e.g. "ch05_batching"
+    measure: Callable[[bool], dict]         # smoke -> the chapter's measured data
+    judge: Callable[[dict], Verdict]
+
+    @property
+    def number(self) -> int:
+        return int(self.chapter[2:4])
+
+
+# The seed articles the claims come from (reference only: the claims are in our words).
+ENTER = "ByteByteGo, \"What Happens Inside an AI Chatbot Between Enter and the First Word?\""
+AFTER = "\"AI Inference: What Actually Happens After You Send a Prompt?\""
+
+
 # --- judging ------------------------------------------------------------------------------
+# Each chapter judges its own claims (``judge_*`` beside its ``CLAIMS``): one function per
+# claim, measured data in, a Verdict with its numbers out. The thresholds are the only
+# judgement calls: each judge states its own (``clear=``), and these helpers apply them the
+# same way everywhere. Judges read the deterministic part of a chapter's data (token counts,
+# simulated clocks) first; wall-clock columns, when present, are added to the reason with
+# their spread and busy-machine warning.
 def against_published(measured: float, published: float, *, no_effect: float = 1.05,
                       close: float = 0.8) -> str:
     """A ratio claim with a published size (e.g. "up to 23x"): it holds when the measured
@@ -93,6 +122,14 @@ def wall_warning(data: dict) -> str | None:
 
 
 # --- numbers as the reasons print them ------------------------------------------------------
+COUNTS = "none: token counts"           # a Verdict's clock when its points are counts
+
+
+def clock_note(label: str) -> str:
+    """The clock a reason's times were measured on, as the reasons print it: ``[label]``."""
+    return f"[{label}]"
+
+
 def ms(seconds: float, digits: int = 1) -> str:
     return f"{seconds * 1e3:.{digits}f} ms"
 

@@ -10,14 +10,14 @@ these (BENCHMARKS.md, section "Speed").
 * ``"onednn-packed"``: the weights also reordered once into oneDNN's blocked layout (a copy,
   as large as the weights: +0.54 GB for SmolLM2 in fp32); ~2-2.6x faster at 1-32 rows.
 * ``"numba"``: the weights also copied once into 32-column panels (as large as the weights)
-  for a numba GEMM (model/gemm.py): ~1.2-1.6x oneDNN's packed GEMM at 8-64 rows here, level
-  with it at 2048; single rows through the numba GEMV below.
+  for a numba GEMM (``inferlab.kernels.gemm``): ~1.2-1.6x oneDNN's packed GEMM at 8-64 rows
+  here, level with it at 2048; single rows through the numba GEMV (``kernels.gemv``).
 * ``"numba+onednn"``, ``"numba+onednn-packed"``: a single row (one sequence decoding: the
   token stream a reader watches) through a numba GEMV that streams the plain fp32 weights
   over all cores (~1.6x oneDNN's packed GEMV here); more rows as the oneDNN backend named.
-  With these backends and numba attention the forward itself runs fused: one sequence
-  decoding as a single numba call over all layers (model/fused_decode.py), more rows with
-  the small ops between the GEMMs in numba kernels (model/fused_ops.py).
+  With these backends and numba attention the runner picks the fast forward
+  (model/fused.py): one sequence decoding as a single numba call over all layers, more rows
+  with the small ops between the GEMMs in numba kernels.
 * ``"auto"``: ``numba`` when the packed copy fits comfortably in free memory (less than a
   third of it), else ``numba+onednn``; ``torch`` where oneDNN cannot run (GPU,
   other dtypes); without numba, the oneDNN backend alone.
@@ -28,10 +28,11 @@ parity tests with every backend.
 """
 from __future__ import annotations
 
-import functools
 import importlib.util
 
 import torch
+
+from inferlab import kernels
 
 LINEAR_BACKENDS = ("torch", "onednn", "onednn-packed", "numba", "numba+onednn",
                    "numba+onednn-packed")
@@ -75,30 +76,10 @@ def resolve(name: str, device: str, dtype, weight_bytes: int, free_bytes: int) -
     return name
 
 
-@functools.cache
-def _gemv_kernel():
-    import numba
-    import numpy as np
-
-    from inferlab.kernels import numba_cpu   # noqa: F401  (chooses numba's threading layer)
-
-    @numba.njit(parallel=True, fastmath=True, cache=True)
-    def gemv(w, x, y):                   # y[n] = sum_k w[n, k] * x[k]; rows split over cores
-        n, k = w.shape
-        for i in numba.prange(n):
-            acc = np.float32(0.0)
-            for j in range(k):
-                acc += w[i, j] * x[j]
-            y[i] = acc
-    return gemv
-
-
 def gemv(x: torch.Tensor, w: torch.Tensor, bias=None) -> torch.Tensor:
     """``F.linear`` for one row of float32 ``x`` [1, in] and a contiguous ``w`` [out, in]."""
-    from inferlab.kernels.numba_cpu import LOCK       # one parallel launch at a time
     y = torch.empty((1, w.shape[0]), dtype=x.dtype)
-    with LOCK:
-        _gemv_kernel()(w.numpy(), x.reshape(-1).contiguous().numpy(), y[0].numpy())
+    kernels.gemv(w.numpy(), x.reshape(-1).contiguous().numpy(), y[0].numpy())
     return y if bias is None else y + bias
 
 
@@ -124,14 +105,11 @@ class Linear:
         self._pack = ("numba" if backend == "numba"
                       else "onednn" if backend.endswith("-packed") else None)
         self._packed: dict[int, tuple[torch.Tensor, object]] = {}
-        if self._pack == "numba":
-            from . import gemm                       # numba: imported only when used
-            self._gemm, self._pack_panels = gemm.gemm, gemm.pack
 
     def _make_packed(self, w: torch.Tensor):
         with torch.no_grad():
             if self._pack == "numba":
-                return self._pack_panels(w.numpy())
+                return kernels.pack_panels(w.numpy())
             return onednn_pack(w)
 
     def prepare(self, w: torch.Tensor, owner) -> torch.Tensor:
@@ -159,6 +137,6 @@ class Linear:
             if hit is None:                          # a weight it was not given to prepare
                 return torch.nn.functional.linear(x, w, bias)
             y = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype)
-            self._gemm(x.contiguous().numpy(), hit[1], y.numpy())
+            kernels.gemm(x.contiguous().numpy(), hit[1], y.numpy())
             return y if bias is None else y + bias
         return onednn_linear(x, hit[1] if hit is not None else w, bias)

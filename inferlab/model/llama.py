@@ -3,12 +3,17 @@
 It reads the real weights of a loaded transformers model and runs every scheduled token
 of every request through one packed forward: no padding, no per-request loop outside
 attention. Attention itself lives in ``inferlab.kernels``. ``forward`` below, op by op in
-torch, is the readable reference; with a numba linear backend (``numba``, ``numba+...``)
-and numba attention the same pass runs fused (model/fused_decode.py for one row,
-model/fused_ops.py for more).
+torch, is the readable reference; the fast path (model/fused.py) runs the same pass with its
+small ops fused into numba kernels, and the runner picks one of the two once.
+
+Both offer named timing points: ``timer(part)`` is a context manager around each part
+("linear", "lm head", "attention", "rotary + kv write", "norms + adds", "silu"); the default,
+``NO_TIMER``, costs one call and a shared null context. ``inferlab bench profile`` sets a timer
+through ``ModelRunner.timing``.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -17,6 +22,14 @@ from inferlab import kernels
 
 from ..core.shapes import ModelShape
 from .linear import Linear
+
+
+_NULL = contextlib.nullcontext()
+
+
+def NO_TIMER(part: str):                 # noqa: N802  (a constant that is called)
+    """The timing points when nobody profiles: nothing happens."""
+    return _NULL
 
 
 @dataclass(slots=True)
@@ -63,6 +76,7 @@ class LlamaForward:
 
         cfg = hf_model.config
         m = hf_model.model
+        self.timer = NO_TIMER
         self.linear = lin = Linear(linear_backend)   # how the GEMMs run (model/linear.py)
         self.config = cfg
         self.shape = shape = ModelShape.from_hf_config(cfg)
@@ -93,11 +107,6 @@ class LlamaForward:
         self.rope_scaling = float(getattr(rope, "attention_scaling", 1.0))
         self.dtype = self.embed.dtype
         self.device = self.embed.device
-        # With numba GEMVs and numba attention: one sequence decoding runs as one numba call
-        # (model/fused_decode.py), more rows with the small ops fused (model/fused_ops.py).
-        self.fusable = (linear_backend.startswith("numba") and self.dtype == torch.float32
-                        and self.device.type == "cpu")
-        self._fused = None
         _release_freed_memory()
 
     def rms_norm(self, x, w):
@@ -119,50 +128,44 @@ class LlamaForward:
         rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
         return x * cos + rotated * sin
 
-    def runs_fused(self, attention_backend: str) -> bool:
-        """Whether steps with this attention backend take the fused fast paths (module docs)."""
-        return self.fusable and attention_backend == "numba-cpu"
-
-    def attention_for(self, meta: AttentionMetadata):
-        """The attention function this forward runs for a step with ``meta``."""
-        if self.runs_fused(meta.backend):
-            from .fused_ops import attention_for
-            return attention_for(meta)                        # SDPA for long prompt chunks
-        return attention
-
     @torch.inference_mode()
     def forward(self, input_ids, positions, meta: AttentionMetadata, k_caches, v_caches,
                 logits_indices):
         """input_ids, positions: [T]; returns logits [len(logits_indices), vocab]."""
-        T = input_ids.shape[0]
-        if self.runs_fused(meta.backend):                     # the fast paths (module docs)
-            from . import fused_ops                           # imports numba: only when used
-            if T == 1 and meta.decode_only and logits_indices.shape[0] == 1:
-                if self._fused is None:
-                    from .fused_decode import FusedDecode
-                    self._fused = FusedDecode(self)
-                return self._fused(int(input_ids[0]), int(positions[0]),
-                                   meta.block_tables[0].numpy(), k_caches, v_caches)
-            return fused_ops.forward(self, input_ids, positions, meta, k_caches, v_caches,
-                                     logits_indices)
+        T, t = input_ids.shape[0], self.timer
         H, KVH, D = self.num_heads, self.num_kv_heads, self.head_dim
         x = self.embed[input_ids]                                      # [T, hidden]
         cos, sin = self.rotary(positions)
         for li, w in enumerate(self.layers):
-            h = self.rms_norm(x, w.input_norm)
-            qkv = self.linear(h, w.wqkv, w.bqkv)                      # [T, (H+2KVH)*D]
-            qk = self.apply_rotary(qkv[:, :(H + KVH) * D].view(T, H + KVH, D), cos, sin)
-            q, k = qk[:, :H], qk[:, H:]                                # [T, H, D], [T, KVH, D]
-            v = qkv[:, (H + KVH) * D:].reshape(T, KVH, D)
+            with t("norms + adds"):
+                h = self.rms_norm(x, w.input_norm)
+            with t("linear"):
+                qkv = self.linear(h, w.wqkv, w.bqkv)                  # [T, (H+2KVH)*D]
             kc, vc = k_caches[li], v_caches[li]                        # [blocks, bs, KVH, D]
-            kernels.write_kv(k, v, kc, vc, meta.slot_mapping, backend=meta.backend)
-            o = attention(q, kc, vc, meta, self.scale)                # [T, H, D]
-            x = x + self.linear(o.reshape(T, H * D), w.wo)
-            h = self.rms_norm(x, w.post_norm)
-            gate, up = self.linear(h, w.w_gate_up).chunk(2, dim=-1)
-            x = x + self.linear(torch.nn.functional.silu(gate) * up, w.w_down)
-        x = self.rms_norm(x[logits_indices], self.norm)                # [R, hidden]
-        return self.linear(x, self.lm_head).float()                   # [R, vocab]
+            with t("rotary + kv write"):
+                qk = self.apply_rotary(qkv[:, :(H + KVH) * D].view(T, H + KVH, D), cos, sin)
+                q, k = qk[:, :H], qk[:, H:]                            # [T, H, D], [T, KVH, D]
+                v = qkv[:, (H + KVH) * D:].reshape(T, KVH, D)
+                kernels.write_kv(k, v, kc, vc, meta.slot_mapping, backend=meta.backend)
+            with t("attention"):
+                o = attention(q, kc, vc, meta, self.scale)            # [T, H, D]
+            with t("linear"):
+                y = self.linear(o.reshape(T, H * D), w.wo)
+            with t("norms + adds"):
+                x = x + y
+                h = self.rms_norm(x, w.post_norm)
+            with t("linear"):
+                gate, up = self.linear(h, w.w_gate_up).chunk(2, dim=-1)
+            with t("silu"):
+                a = torch.nn.functional.silu(gate) * up
+            with t("linear"):
+                y = self.linear(a, w.w_down)
+            with t("norms + adds"):
+                x = x + y
+        with t("norms + adds"):
+            x = self.rms_norm(x[logits_indices], self.norm)            # [R, hidden]
+        with t("lm head"):
+            return self.linear(x, self.lm_head).float()               # [R, vocab]
 
 
 def attention(q, k_cache, v_cache, meta: AttentionMetadata, scale: float):

@@ -136,12 +136,13 @@ def _random_model(name: str, dtype, seed: int) -> LoadedModel:
 def load_model(spec: str | None, dtype: str = "float32", device: str = "cpu",
                seed: int = 0) -> LoadedModel:
     """Load ``spec`` (cached: engines only read the weights, so several engines share one copy)""" 
-    return _load_model(spec, dtype, device, seed)
+    return load_model_uncached(spec, dtype, device, seed)
 
 
-def _load_model(spec: str | None, dtype: str = "float32", device: str = "cpu",
-                seed: int = 0) -> LoadedModel:
-    """Load ``spec``: None (SmolLM2 GGUF), 'tiny' / 'tiny-smollm2' (random), a dir or a .gguf."""
+def load_model_uncached(spec: str | None, dtype: str = "float32", device: str = "cpu",
+                        seed: int = 0) -> LoadedModel:
+    """Load ``spec``: None (SmolLM2 GGUF), 'tiny' / 'tiny-smollm2' (random), a dir or a .gguf;
+    a fresh copy each call (``load_model`` keeps the last ones)."""
     import torch
     torch_dtype = getattr(torch, dtype)
     if spec in RANDOM_MODELS:

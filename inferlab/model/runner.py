@@ -1,8 +1,14 @@
 """ModelRunner: turns a SchedulerOutput into one packed forward and sampled tokens.
 
-It owns the KV cache tensors and the model; it knows nothing about queues or policies.
+It owns the KV cache tensors and the model; it knows nothing about queues or policies. It is
+the one place that decides how a step runs (``ForwardPlan``): which attention backend, which
+linear backend, and whether the fast forward (model/fused.py) or the op-by-op reference
+(model/llama.py) runs, decided once when the engine is built.
 """
 from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
 
 import torch
 
@@ -12,7 +18,8 @@ from ..core.events import SchedulerOutput
 from ..core.shapes import cdiv
 from ..errors import InvalidInputError
 from . import linear
-from .llama import AttentionMetadata, LlamaForward
+from .fused import FusedForward, attention_for, fused_runs
+from .llama import NO_TIMER, AttentionMetadata, LlamaForward, attention
 from .resources import available_memory
 from .sampler import make_generator, sample
 
@@ -39,6 +46,20 @@ def _linear_backend(name: str, hf_model) -> str:
         raise InvalidInputError(f"linear_backend: {e}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class ForwardPlan:
+    """How every step of an engine runs."""
+
+    attention_backend: str     # an inferlab.kernels backend ("numba-cpu", "reference", ...)
+    linear_backend: str        # a model/linear.py backend ("numba", "onednn", "torch", ...)
+    fused_available: bool      # the fast forward can run (numba linear + numba CPU attention)
+    fused: bool                # it runs; else the op-by-op reference
+
+    @property
+    def path(self) -> str:
+        return "fused" if self.fused else "reference"
+
+
 class ModelRunner:
     def __init__(self, hf_model, num_blocks: int, block_size: int, backend: str, seed: int,
                  linear_backend: str = "auto"):
@@ -49,6 +70,11 @@ class ModelRunner:
         self.num_blocks = num_blocks
         self.backend = check_backend(backend, self.device.type)
         m = self.model
+        can_fuse = fused_runs(self.linear_backend, self.backend, m.dtype, self.device)
+        self._fused = FusedForward(m) if can_fuse else None
+        self.plan = ForwardPlan(self.backend, self.linear_backend, can_fuse, can_fuse)
+        self._forward = self._fused or m.forward
+        self.timer = NO_TIMER
         shape = (m.num_layers, num_blocks, block_size, m.num_kv_heads, m.head_dim)
         # Zeroed, not empty: unused slots must never hold NaNs that a masked kernel could touch.
         self.k_cache = torch.zeros(shape, dtype=m.dtype, device=self.device)
@@ -56,6 +82,36 @@ class ModelRunner:
         self.seed = seed
         self._generators: dict[str, torch.Generator] = {}
         self._seed_counter = 0
+
+    def use_path(self, path: str) -> None:
+        """Run the "fused" forward or the op-by-op "reference" from now on (benchmarks A/B)."""
+        if path not in ("fused", "reference"):
+            raise InvalidInputError(f"path must be 'fused' or 'reference', got {path!r}")
+        if path == "fused" and self._fused is None:
+            raise InvalidInputError(
+                f"the fused forward needs a numba linear backend and numba CPU attention on a "
+                f"float32 CPU model; this engine has {self.linear_backend} / {self.backend}")
+        self.plan = ForwardPlan(self.backend, self.linear_backend, self._fused is not None,
+                                path == "fused")
+        self._forward = self._fused if path == "fused" else self.model.forward
+
+    def attention_for(self, meta: AttentionMetadata):
+        """The attention function a step with ``meta`` runs under this plan."""
+        return attention_for(meta) if self.plan.fused else attention
+
+    @contextlib.contextmanager
+    def timing(self, timer):
+        """Call ``timer(part)`` (a context manager) around each named part of every forward
+        while the block runs, and "forward" around the whole pass: the profiling hook of
+        ``inferlab bench profile``."""
+        targets = [t for t in (self, self.model, self._fused) if t is not None]
+        for t in targets:
+            t.timer = timer
+        try:
+            yield
+        finally:
+            for t in targets:
+                t.timer = NO_TIMER
 
     def warm_up(self) -> None:
         """Run the prefill and decode kernels once on scratch blocks, so that JIT compilation
@@ -112,7 +168,8 @@ class ModelRunner:
     def execute(self, out: SchedulerOutput, requests) -> dict[str, int]:
         """Run the step's forward; return the sampled token of each request that completed."""
         ids, pos, meta, logits_idx = self.prepare(out, requests)
-        logits = self.model.forward(ids, pos, meta, self.k_cache, self.v_cache, logits_idx)
+        with self.timer("forward"):
+            logits = self._forward(ids, pos, meta, self.k_cache, self.v_cache, logits_idx)
         samplers = [requests[c.request_id] for c in out.chunks if c.samples]
         if not samplers:
             return {}
@@ -139,5 +196,5 @@ class ModelRunner:
             query_start_loc=torch.tensor([0, n], dtype=torch.int32, device=self.device),
             decode_only=n == 1, backend=self.backend)
         ids = torch.tensor(token_ids, device=self.device)
-        return self.model.forward(ids, torch.arange(n, device=self.device), meta,
-                                  self.k_cache, self.v_cache, torch.arange(n, device=self.device))
+        return self._forward(ids, torch.arange(n, device=self.device), meta,
+                             self.k_cache, self.v_cache, torch.arange(n, device=self.device))

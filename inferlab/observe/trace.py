@@ -18,11 +18,12 @@ attributes. ``inferlab bench trace`` measures what recording costs.
 """
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import time
 
 from ..core.events import StepRecord
-from . import trace_format, trace_lines
+from . import trace_format, trace_lines, trace_read
 from .chrome import chrome_trace
 from .files import write_file
 from .lanes import COMPUTE, LaneBuilder, Segment  # noqa: F401 - re-exported
@@ -54,13 +55,12 @@ class Trace:
         step; a write that fails later warns, and the steps from then on stay in memory."""
         import dataclasses
 
-        from inferlab import __version__
         cfg = engine.config
         config = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else dict(vars(cfg))
         info = {"model": engine.model_name, "clock": engine.clock_name,
                 "config": {k: v for k, v in config.items()
                            if isinstance(v, (str, int, float, bool, type(None)))},
-                "num_blocks": engine.num_blocks, "inferlab_version": __version__,
+                "num_blocks": engine.num_blocks, "inferlab_version": _version(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
         trace = cls({**info, **meta})
         if path is not None:
@@ -170,7 +170,7 @@ class Trace:
 
     @classmethod
     def _from_file(cls, data, source: str) -> "Trace":
-        meta, requests, records = trace_format.from_file(data, source)
+        meta, requests, records = trace_read.from_file(data, source)
         trace = cls(meta)
         trace.requests = requests
         trace.records = records
@@ -209,3 +209,10 @@ class Trace:
             if step is not None:
                 v.cursor = step
         return views[0] if views else None
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("inferlab")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"

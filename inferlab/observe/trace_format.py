@@ -22,7 +22,7 @@ A recording written as it runs uses the same ``Step`` struct, one per line
 (``trace_lines``: a header line, then a step per line; ``Trace.load`` reads both layouts).
 
     to_file(trace) / encode(trace) / to_builtins(trace)    in memory -> current file form
-    from_file(bytes or parsed JSON, source) -> (meta, requests, records)   any version
+    (reading a file of any version: trace_read.from_file)
 """
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ class MetaKnown(msgspec.Struct):
     config: dict[str, Plain] = {}
 
 
-class _Header(msgspec.Struct):
+class Header(msgspec.Struct):
     format: Any = None
     version: Any = None
 
@@ -217,7 +217,7 @@ def request_entry(info: RequestInfo) -> dict:
     return entry
 
 
-def _say(e: msgspec.ValidationError, prefix: str = "$") -> tuple[str, str]:
+def describe_error(e: msgspec.ValidationError, prefix: str = "$") -> tuple[str, str]:
     """msgspec's "Expected `int` >= 0 - at `$.steps[3].start`" as (path, what)."""
     msg = str(e)
     what, sep, path = msg.rpartition(" - at `")
@@ -233,7 +233,7 @@ def check_meta(meta: dict) -> tuple[str, str] | None:
     try:
         msgspec.convert(meta, MetaKnown)
     except msgspec.ValidationError as e:
-        return _say(e, "$.meta")
+        return describe_error(e, "$.meta")
     return None
 
 
@@ -252,58 +252,10 @@ def check_step(s: Step, where: str) -> tuple[str, str] | None:
     return None
 
 
-def _check(f: TraceFile) -> tuple[str, str] | None:
+def check_file(f: TraceFile) -> tuple[str, str] | None:
     """What the schema alone cannot say (the free-form meta's known keys, block ids within
     each step's cache): the first problem as (path, what), or None."""
     problem = check_meta(f.meta)
     for i, s in enumerate(f.steps):
         problem = problem or check_step(s, f"$.steps[{i}]")
     return problem
-
-
-def from_file(data, source: str = "trace"):
-    """Decode a trace file (its bytes, or its already-parsed JSON value) of any supported
-    version: returns ``(meta, requests, records)``. Raises TraceFormatError naming the
-    problem (the field's path and what was expected) for foreign, newer or malformed data."""
-    raw = isinstance(data, (bytes, bytearray, memoryview))
-
-    def decode(typ):
-        return msgspec.json.decode(data, type=typ) if raw else msgspec.convert(data, typ)
-    try:
-        head = decode(_Header)
-    except msgspec.ValidationError:         # (a DecodeError too: caught first)
-        head = None
-    except msgspec.DecodeError as e:
-        raise TraceFormatError(f"{source} is not valid JSON ({e}); inferlab traces are JSON "
-                               "files written by Trace.save()") from None
-    if head is None or head.format != FORMAT:
-        raise TraceFormatError(f"{source} is not an inferlab trace (expected a JSON object "
-                               f"with \"format\": \"{FORMAT}\")")
-    v = head.version
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise TraceFormatError(f"{source} has no integer \"version\" (got {v!r})")
-    if v > VERSION:
-        raise TraceFormatError(f"{source} is trace format version {v}, newer than this "
-                               f"inferlab reads (up to {VERSION}); upgrade inferlab")
-    if v < 1:
-        raise TraceFormatError(f"{source} has an invalid trace format version {v}")
-    try:
-        extra: dict[str, dict] = {}
-        if v == 1:
-            from .trace_format_v1 import TraceFileV1, migrate
-            f, extra = migrate(decode(TraceFileV1))
-        else:
-            f = decode(TraceFile)
-        problem = _check(f)
-    except msgspec.ValidationError as e:
-        problem = _say(e)
-    if problem is not None:
-        path, what = problem
-        raise TraceFormatError(f"{source} (trace format v{v}) is malformed at {path}: {what}")
-    records = [step_from_file(s) for s in f.steps]
-    requests = {}
-    for rec in records:
-        for e in rec.request_events:
-            if e.kind == "queued" and e.info is not None:
-                requests[e.request_id] = request_entry(e.info)
-    return f.meta, {**requests, **extra}, records

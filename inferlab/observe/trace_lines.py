@@ -29,7 +29,7 @@ from typing import Any, Literal
 import msgspec
 
 from ..errors import TraceFormatError
-from .trace_format import (FORMAT, VERSION, NonNeg, Step, _say, check_meta, check_step,
+from .trace_format import (FORMAT, VERSION, NonNeg, Step, describe_error, check_meta, check_step,
                            request_entry, step_from_file)
 
 LAYOUT = "lines"
@@ -198,7 +198,7 @@ def _header(source: str, line: bytes) -> dict:
     try:
         head = msgspec.json.decode(line, type=Header)
     except msgspec.ValidationError as e:
-        raise _bad(source, 1, _say(e)) from None
+        raise _bad(source, 1, describe_error(e)) from None
     problem = check_meta(head.meta)
     if problem:
         raise _bad(source, 1, problem)
@@ -229,7 +229,7 @@ def read(path, keep: int = KEEP):
                     continue
                 s = dec.decode(line)
             except msgspec.ValidationError as e:
-                raise _bad(source, lineno, _say(e)) from None
+                raise _bad(source, lineno, describe_error(e)) from None
             except msgspec.DecodeError as e:
                 if whole:
                     raise TraceFormatError(f"{source} line {lineno} is not valid JSON "

@@ -11,7 +11,8 @@ from typing import Protocol
 from ..core.shapes import ModelShape, model_shape
 from ..errors import InvalidInputError, check_type
 from .costmodel import step_time
-from .gpus import GPUProfile, get_gpu
+from .gpus import GPUProfile
+from .profiles import get_gpu
 from .this_cpu import is_this_cpu
 
 

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.shapes import norm_name
-from ..errors import InvalidInputError, check_type
 
 # Large GEMMs reach ~60-70% of the datasheet dense peak in serving engines (model FLOPs
 # utilisation reported for vLLM/TensorRT-LLM prefill); attention and small-batch kernels
@@ -60,22 +58,5 @@ GPUS: dict[str, GPUProfile] = {p.name: p for p in (
     GPUProfile("L4", 300 * GB, 121e12, 60e12, 30.3e12, 24 * GB, 32 * GB, "PCIe 4"),
 )}
 # NVLink figures above are per direction (H100: 900 GB/s total bidirectional).
-_ALIASES = {"h100sxm": "H100", "h100sxm5": "H100", "h200sxm": "H200", "a10080gb": "A100",
+ALIASES = {"h100sxm": "H100", "h100sxm5": "H100", "h200sxm": "H200", "a10080gb": "A100",
             "a100sxm": "A100", "a100sxm80gb": "A100", "b200sxm": "B200"}
-
-
-def get_gpu(name: str) -> GPUProfile:
-    """The profile called ``name`` (case-insensitive; "H100", "h100-sxm", "A100 80GB" ...),
-    or "this-cpu": this machine, measured on first use (``this_cpu.py``)."""
-    check_type("gpu", name, str, f"a GPU name, one of {sorted(GPUS)}")
-    key = norm_name(name)
-    from .this_cpu import is_this_cpu, this_cpu_profile
-    if is_this_cpu(name):
-        return this_cpu_profile()
-    for canon in GPUS:
-        if norm_name(canon) == key:
-            return GPUS[canon]
-    if key in _ALIASES:
-        return GPUS[_ALIASES[key]]
-    raise InvalidInputError(f"unknown GPU {name!r}; known: {sorted(GPUS)}, 'this-cpu' "
-                            "(this machine, measured) or clock='wall'")

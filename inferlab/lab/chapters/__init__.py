@@ -5,7 +5,12 @@ Each chapter module ``chNN_topic.py`` exposes:
     CLAIM: str                                  # the published claim the chapter tests
     measure(smoke: bool = False) -> dict        # runs the real engine, returns the numbers
     figure(data: dict) -> plotly Figure         # the chapter's figure, house template
-The notebooks call these; ``inferlab figures --out DIR`` runs every chapter's measure+figure.
+and, when it tests claims, the claims themselves, each in one place:
+    CLAIMS: tuple[Claim, ...]                   # text, source, how measured, how judged
+    measure_for_claims(smoke: bool) -> dict     # measure() with the claims' settings
+    judge_<what>(data: dict) -> Verdict         # one judge per claim
+The notebooks call these; ``inferlab figures --out DIR`` runs every chapter's measure+figure;
+``inferlab.lab.claims`` assembles every chapter's CLAIMS into the report card's table.
 """
 import os
 

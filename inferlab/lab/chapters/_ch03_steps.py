@@ -83,7 +83,7 @@ def step_fit(eng, lengths, repeats: int) -> dict:
     """The chapter's measurement: step times, one fit per thread count, this machine's memory
     bandwidth. ``fits``: {threads: fit with its rows}; ``threads``: the engine's own count."""
     from inferlab.core.shapes import model_shape
-    from inferlab.kernels.bench import memory_bandwidth
+    from ._kernel_timing import memory_bandwidth
     shape = model_shape("smollm2-135m")          # the real model and tiny-smollm2 alike
     by_threads, meta = step_times(eng, lengths, repeats)
     bw = memory_bandwidth(128)["read_gbs"]       # 128 MB: far past the caches

@@ -11,6 +11,7 @@ import html
 import json
 
 from .. import palette, protocol
+from ..verdicts import COUNTS, ENTER, FAILS, Claim, Verdict, direction, pct, wall_warning
 from . import _kit
 
 TITLE = "Prompt anatomy and statelessness"
@@ -246,3 +247,57 @@ def summary(data: dict) -> str:
                      f"{sp['uncached'].ms()}, cached {sp['cached'].ms()}"
                      + protocol.warning_line(w))
     return "\n".join(lines)
+
+
+# --- the chapter's claims: how each is measured and judged --------------------------------------
+def measure_for_claims(smoke: bool) -> dict:
+    """The measurement every claim below is judged on (``claims.run_all``)."""
+    return measure(smoke=smoke, deterministic=True)
+
+
+def judge_assembly(d: dict) -> Verdict:
+    c = d["counts"]
+    total, typed = sum(c.values()), c["new message"]
+    wrapper = c["system prompt"] + c["tool definitions"] + c["memory"]
+    v = direction(total / typed, clear=2) if wrapper and c["history"] else FAILS
+    return Verdict(v, f"at turn 3 the model reads {total} tokens and the user typed {typed} "
+                   f"of them ({pct(typed / total)}); system prompt {c['system prompt']}, tool "
+                   f"definitions {c['tool definitions']}, memory {c['memory']}, earlier turns "
+                   f"{c['history']}, chat-template markup {c['template']} (token counts, "
+                   "SmolLM2's tokenizer)", measured=f"{typed} of {total} tokens typed",
+                   points=tuple((k, c[k]) for k in c), unit="tokens at turn 3", clock=COUNTS)
+
+
+def judge_stateless(d: dict) -> Verdict:
+    off, on = d["runs"]["uncached · sim"], d["runs"]["cached · sim"]
+    redo = all(r["computed_tokens"] == r["prompt_tokens"] for r in off)
+    grows = all(b["prompt_tokens"] > a["prompt_tokens"] for a, b in zip(off, off[1:]))
+    last, last_on = off[-1], on[-1]
+    t_off = sum(r["computed_tokens"] for r in off)
+    t_on = sum(r["computed_tokens"] for r in on)
+    v = direction(t_off / t_on, clear=2) if redo and grows else FAILS
+    reason = (f"without a cache every turn computes its whole prompt, which grows turn by turn "
+              f"({off[0]['computed_tokens']} tokens at turn 1, {last['computed_tokens']} at turn "
+              f"{last['turn']}): {t_off:,} tokens over {len(off)} turns; with prefix caching "
+              f"{t_on:,} ({pct(t_on / t_off)}), and turn {last['turn']} finds "
+              f"{last['prompt_tokens'] - last_on['computed_tokens']} of its "
+              f"{last['prompt_tokens']} tokens in the cache and computes "
+              f"{last_on['computed_tokens']} (token counts, SmolLM2's tokenizer)")
+    if "wall" in d:
+        sp = {a: protocol.Spread(**s) for a, s in d["wall"]["later_turns_ttft"].items()}
+        reason += (f"; wall clock, TTFT summed over turns 2+: {sp['uncached'].ms()} uncached "
+                   f"vs {sp['cached'].ms()} cached")
+    return Verdict(v, reason, measured=f"{t_off:,} vs {t_on:,} tokens, {len(off)} turns",
+                   points=(("computed, no cache", t_off), ("computed, prefix cache", t_on)),
+                   unit=f"prompt tokens computed over {len(off)} turns", clock=COUNTS,
+                   warning=wall_warning(d))
+
+
+CLAIMS = (
+    Claim("01-assembly", "What the model reads is mostly not what the user typed: a system "
+          "prompt, tool definitions, memory and the earlier turns are wrapped around the "
+          "new message.", ENTER, "ch01_prompt_anatomy", measure_for_claims, judge_assembly),
+    Claim("01-stateless", "The model keeps nothing between calls, so each turn processes the "
+          "whole conversation again, unless a prefix cache keeps the earlier turns' KV.",
+          ENTER, "ch01_prompt_anatomy", measure_for_claims, judge_stateless),
+)

@@ -8,6 +8,7 @@ KV cache memory for as long as the conversation lives.
 from __future__ import annotations
 
 from .. import palette
+from ..verdicts import COUNTS, ENTER, Claim, Verdict, clock_note, direction, ms, x
 from . import _kit
 
 TITLE = "Tokenization: the same message, different bills"
@@ -116,3 +117,32 @@ def summary(data: dict) -> str:
                      f"{r['prefill_sim'] * 1e3:10.1f} ms"
                      + (f"  {r['prefill_wall'] * 1e3:10.0f} ms" if "prefill_wall" in r else ""))
     return "\n".join(lines)
+
+
+# --- the chapter's claims: how each is measured and judged --------------------------------------
+def measure_for_claims(smoke: bool) -> dict:
+    """The measurement every claim below is judged on (``claims.run_all``)."""
+    return measure(smoke=smoke, deterministic=True)
+
+
+def judge_languages(d: dict) -> Verdict:
+    rows = sorted(d["rows"], key=lambda r: r["vs_english"])
+    en = next(r for r in rows if r["language"] == "English")
+    hi, mid = rows[-1], rows[len(rows) // 2]
+    v = direction(hi["vs_english"], clear=2)
+    mib = lambda r: f"{r['kv_bytes_8b'] / 2**20:.1f} MiB"
+    return Verdict(v, f"{hi['language']} needs {x(hi['vs_english'])} English's tokens for the "
+                   f"same message ({hi['tokens']} vs {en['tokens']}), {mid['language']} "
+                   f"{x(mid['vs_english'])}; prefill of {d['repeat']} copies "
+                   f"{ms(hi['prefill_sim'])} vs {ms(en['prefill_sim'])}, their KV cache "
+                   f"{mib(hi)} vs {mib(en)} for an 8B model {clock_note(d['clock_sim'])}",
+                   measured=f"up to {x(hi['vs_english'])} the tokens",
+                   points=tuple((r["language"], r["tokens"]) for r in rows),
+                   unit="tokens for the same message", clock=COUNTS)
+
+
+CLAIMS = (
+    Claim("02-languages", "The same message costs more tokens in some languages than in "
+          "others, and so more prefill time and KV memory.", ENTER, "ch02_tokenization",
+          measure_for_claims, judge_languages),
+)

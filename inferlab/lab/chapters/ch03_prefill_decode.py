@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import palette, protocol
+from ..verdicts import (AFTER, ENTER, FAILS, HOLDS, HOLDS_SMALLER, Claim, Verdict, clock_note,
+                       direction, ms, wall_warning, worst, x)
 from . import _kit
 from ._ch03_steps import fit_figure, fit_steps, fit_text, step_fit   # noqa: F401 (the API)
 
@@ -66,7 +68,8 @@ def roofline(gpu="H100", model="llama-3-8b", lengths=(32, 512, 8192)) -> dict:
     decode steps on ``gpu``, from the same cost model that drives the simulated clock."""
     from inferlab.core.shapes import model_shape
     from inferlab.sim import costmodel as cm
-    from inferlab.sim.gpus import BANDWIDTH_EFFICIENCY, FLOPS_EFFICIENCY, get_gpu
+    from inferlab.sim.gpus import BANDWIDTH_EFFICIENCY, FLOPS_EFFICIENCY
+    from inferlab.sim.profiles import get_gpu
     g, s = get_gpu(gpu), model_shape(model)
     peak = g.peak_flops(2) * FLOPS_EFFICIENCY
     bw = g.hbm_bandwidth * BANDWIDTH_EFFICIENCY
@@ -156,3 +159,49 @@ def summary(data: dict) -> str:
                          f"{f['slope'] * 1e3:.1f} ms per token" for t, f in sorted(sf["fits"].items()))
                      + protocol.warning_line(sf["wall"]))
     return "\n".join(lines) + protocol.warning_line(data.get("wall"))
+
+
+# --- the chapter's claims: how each is measured and judged --------------------------------------
+def measure_for_claims(smoke: bool) -> dict:
+    """The measurement every claim below is judged on (``claims.run_all``)."""
+    return measure(smoke=smoke, deterministic=True)
+
+
+def _sweep_text(rows) -> tuple[float, float, float, str]:
+    a, b = rows[0], rows[-1]
+    tpots = [r["tpot"] for r in rows]
+    grow, flat = b["ttft"] / a["ttft"], max(tpots) / min(tpots)
+    n = b["input_tokens"] / a["input_tokens"]
+    return grow, flat, n, (f"input {a['input_tokens']} -> {b['input_tokens']} tokens "
+                           f"({n:.0f}x): TTFT {ms(a['ttft'])} -> {ms(b['ttft'])} ({x(grow)}), "
+                           f"time per output token {ms(a['tpot'])} -> {ms(b['tpot'])} "
+                           f"(at most {x(flat)} apart)")
+
+
+def judge_prefill_decode(d: dict) -> Verdict:
+    grow, flat, n, text = _sweep_text(d["runs"]["sim"])
+    v_flat = HOLDS if flat < 1.25 else HOLDS_SMALLER if flat < 2 else FAILS
+    v = worst(direction(grow, clear=2), v_flat)
+    reason = f"{text} {clock_note(d['clock_sim'])}"
+    if "wall" in d["runs"]:
+        _, wflat, _, wtext = _sweep_text(d["runs"]["wall"])
+        reason += f"; on this machine's wall clock ({d['model_wall']}): {wtext}"
+    if "step_fit" in d and min(d["step_fit"]["fits"][1]["intercept"],
+                               d["step_fit"]["fits"][1]["slope"]) > 0:
+        f = d["step_fit"]["fits"][1]
+        reason += (f"; on one thread a prefill step here costs {ms(f['intercept'], 0)} fixed "
+                   f"(reading {f['weight_bytes'] / 1e6:.0f} MB of weights once, launching 30 "
+                   f"layers) + {ms(f['slope'])} per prompt token, so a short prompt costs "
+                   "about one step")
+    return Verdict(v, reason, measured=f"TTFT {x(grow)}, per token {x(flat)}",
+                   points=(("input length", n), ("TTFT", grow), ("time per output token", flat)),
+                   unit="growth, longest vs shortest input (x)", clock=d["clock_sim"],
+                   warning=wall_warning(d))
+
+
+CLAIMS = (
+    Claim("03-prefill-decode", "Time to first token grows with the input (prefill is "
+          "compute-bound); the time per output token stays about the same (decode is "
+          "memory-bound).", f"{ENTER}; {AFTER}", "ch03_prefill_decode", measure_for_claims,
+          judge_prefill_decode),
+)

@@ -7,7 +7,11 @@ and a waiting one takes its seat at once.
 """
 from __future__ import annotations
 
+import statistics
+
 from .. import palette, protocol
+from ..verdicts import (ENTER, Claim, Verdict, against_published, clock_note, direction,
+                       ideal_batching_gain, ms, wall_warning, x)
 from . import _kit
 
 TITLE = "Naive vs continuous batching"
@@ -175,3 +179,59 @@ def figure(data: dict, clock: str = "sim"):
     fig.update_yaxes(title_text="running requests", row=1, col=1)
     label = data["clock_sim"] if clock == "sim" else "wall, this machine (tiny model)"
     return _kit.style(fig, TITLE, label)
+
+
+# --- the chapter's claims: how each is measured and judged --------------------------------------
+def measure_for_claims(smoke: bool) -> dict:
+    """The measurement every claim below is judged on (``claims.run_all``)."""
+    return measure(smoke=smoke, deterministic=True)
+
+
+def judge_throughput(d: dict) -> Verdict:
+    sim, lens, seats = d["runs"]["sim"], d["output_lens"], d["max_num_seqs"]
+    ideal, s_steps, c_steps = ideal_batching_gain(lens, seats)
+    steps = {s: len(tr.records) for s, tr in d["traces"]["sim"].items()}
+    r = sim["ratio"]
+    v = against_published(r, 23.0)
+    reason = (f"23x claimed; {x(r)} here {clock_note(d['clock_sim'])}: {len(lens)} requests at "
+              f"{seats} seats, answers {statistics.mean(lens):.0f} tokens on average (longest "
+              f"{max(lens)}), give an ideal of {x(ideal)} in decode steps (static {s_steps} vs "
+              f"at least {c_steps}); the engine took {steps['static']} vs "
+              f"{steps['continuous']} steps. Scheduling alone gains at most the ratio of each "
+              f"static batch's longest answer to the mean answer: {x(ideal)} here, where 23x "
+              "would need it at 23")
+    points = [("published", 23.0), ("ideal, this workload", ideal), ("simulated H100", r)]
+    if "wall" in d["runs"]:
+        w = d["runs"]["wall"]
+        reason += (f"; wall clock, this CPU (tiny model): {x(w['ratio'])} "
+                   f"({w['ratio_lo']:.2f}-{w['ratio_hi']:.2f}x over {w['repeats']} repeats)")
+        points.append(("wall, this CPU", w["ratio"]))
+    return Verdict(v, reason, measured=x(r), points=tuple(points),
+                   unit="throughput, continuous / static (x)", clock=d["clock_sim"],
+                   warning=wall_warning(d))
+
+
+def judge_response_time(d: dict) -> Verdict:
+    sim = d["runs"]["sim"]
+    c, s = sim["continuous"], sim["static"]
+    r = s["e2e_median"] / c["e2e_median"]
+    v = direction(r, clear=1.2)
+    return Verdict(v, f"median time to a finished answer {ms(c['e2e_median'], 0)} continuous "
+                   f"vs {ms(s['e2e_median'], 0)} static ({x(r)} lower), p90 "
+                   f"{ms(c['e2e_p90'], 0)} vs {ms(s['e2e_p90'], 0)}; median TTFT "
+                   f"{ms(c['ttft_median'], 0)} vs {ms(s['ttft_median'], 0)}, p90 "
+                   f"{ms(c['ttft_p90'], 0)} vs {ms(s['ttft_p90'], 0)} {clock_note(d['clock_sim'])}",
+                   measured=f"{x(r)} lower median E2E", unit="E2E latency (ms)",
+                   points=(("static, median", s["e2e_median"] * 1e3),
+                           ("continuous, median", c["e2e_median"] * 1e3),
+                           ("static, p90", s["e2e_p90"] * 1e3),
+                           ("continuous, p90", c["e2e_p90"] * 1e3)), clock=d["clock_sim"])
+
+
+CLAIMS = (
+    Claim("05-throughput", "Continuous (per-step) batching raises throughput over naive "
+          "static batching, by up to 23x.", ENTER, "ch05_batching", measure_for_claims,
+          judge_throughput),
+    Claim("05-response-time", "Continuous batching also gives better median response times.",
+          ENTER, "ch05_batching", measure_for_claims, judge_response_time),
+)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 from .. import palette
+from ..verdicts import AFTER, Claim, Verdict, clock_note, direction, ms, x
 
 TITLE = "Chunked prefill and in-flight batching"
 CLAIM = ("Splitting long prompts into chunks that share each step with ongoing decodes keeps "
@@ -129,3 +130,31 @@ def summary(data: dict) -> str:
             f"{c['max'] * 1e3:.1f} ms; long-prompt TTFT "
             f"{np.mean(u['long_ttft']) * 1e3:.1f} vs {np.mean(c['long_ttft']) * 1e3:.1f} ms "
             f"[clock: {data['clock']}]")
+
+
+# --- the chapter's claims: how each is measured and judged --------------------------------------
+def measure_for_claims(smoke: bool) -> dict:
+    """The measurement every claim below is judged on (``claims.run_all``)."""
+    return measure(smoke=smoke)  # simulated H100 clock
+
+
+def judge_chunked(d: dict) -> Verdict:
+    u, c, s = d["runs"]["unchunked"], d["runs"]["chunked"], d["sizes"]
+    r = u["p99"] / c["p99"]
+    mean = lambda xs: sum(xs) / len(xs)
+    return Verdict(direction(r), f"p99 inter-token latency {ms(u['p99'])} unchunked vs "
+                   f"{ms(c['p99'])} chunked ({x(r)} lower) while {s['long_prompts']} prompts of "
+                   f"{s['long_len']} tokens arrive among {s['streams']} streams (chunk "
+                   f"{s['chunk']}); worst gap {ms(u['max'])} vs {ms(c['max'])}; the price: the "
+                   f"long prompts' mean TTFT {ms(mean(u['long_ttft']))} vs "
+                   f"{ms(mean(c['long_ttft']))} {clock_note(d['clock'])}",
+                   measured=f"{x(r)} lower p99",
+                   points=(("unchunked", u["p99"] * 1e3), ("chunked", c["p99"] * 1e3)),
+                   unit="p99 inter-token latency (ms)", clock=d["clock"])
+
+
+CLAIMS = (
+    Claim("06-chunked-prefill", "Chunked prefill lets long prompts share steps with running "
+          "decodes, so streams keep a smooth inter-token latency (lower p99).", AFTER,
+          "ch06_chunked_prefill", measure_for_claims, judge_chunked),
+)

@@ -13,8 +13,12 @@ clock (a Llama-3-8B-shaped model) so the picture does not move with CPU noise.
 """
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 from .. import palette
+from ..verdicts import (AFTER, COUNTS, ENTER, FAILS, Claim, Verdict, clock_note, direction, ms,
+                       pct, worst, x)
 
 TITLE = "Prefix caching: shared system prompts and agent loops"
 CLAIM = ("Reusing the KV cache of a shared prefix (system prompt, tool definitions, the loop's "
@@ -169,3 +173,48 @@ def summary(data: dict) -> str:
             f"{data['together']['after']['computed_tokens']} prompt tokens with blocks indexed "
             f"after their step vs {data['together']['ahead']['computed_tokens']} indexed as "
             f"allocated (vLLM) [clock: {data['clock']}]")
+
+
+# --- the chapter's claims: how each is measured and judged --------------------------------------
+def measure_for_claims(smoke: bool) -> dict:
+    """The measurement every claim below is judged on (``claims.run_all``)."""
+    return measure(smoke=smoke)   # simulated H100 clock
+
+
+def judge_prefix_reuse(d: dict) -> Verdict:
+    u, c = d["agent"]["uncached"], d["agent"]["cached"]
+    su, sc = d["shared"]["uncached"]["ttft"][1:], d["shared"]["cached"]["ttft"][1:]
+    cu, cc = u["computed_tokens"][-1], c["computed_tokens"][-1]
+    tu, tc = statistics.mean(su), statistics.mean(sc)
+    v = worst(direction(cu / cc, clear=2), direction(tu / tc, clear=1.2))
+    s = d["sizes"]
+    return Verdict(v, f"the last agent round computes {cu:.0f} prompt tokens without the cache "
+                   f"vs {cc:.0f} with it ({pct(cc / cu)}), TTFT {ms(u['ttft'][-1])} vs "
+                   f"{ms(c['ttft'][-1])}; {s['shared_requests'] - 1} requests sharing a "
+                   f"{s['system_len']}-token system prompt start in {ms(tu)} vs {ms(tc)} on "
+                   f"average {clock_note(d['clock'])}", measured=f"{cu:.0f} vs {cc:.0f} tokens",
+                   points=(("last round, no cache", cu), ("last round, prefix cache", cc)),
+                   unit="prompt tokens computed", clock=COUNTS)
+
+
+def judge_tool_loop(d: dict) -> Verdict:
+    u, s = d["agent"]["uncached"], d["sizes"]
+    rounds, total, first = len(u["prompt_tokens"]), sum(u["computed_tokens"]), u["computed_tokens"][0]
+    v = direction(total / first, clear=2) if rounds >= 2 else FAILS
+    return Verdict(v, f"one task becomes {rounds} model calls ({s['tool_calls']} tool results "
+                   f"fed back); without a prefix cache they compute {total:.0f} prompt tokens "
+                   f"per task, {x(total / first)} the first call's {first:.0f}; the last call's "
+                   f"prompt is {x(u['prompt_tokens'][-1] / u['prompt_tokens'][0])} the first's "
+                   "(token counts)", measured=f"{x(total / first)} the tokens of one call",
+                   points=tuple((f"call {k}", t) for k, t in enumerate(u["computed_tokens"])),
+                   unit="prompt tokens computed per call (no cache)", clock=COUNTS)
+
+
+CLAIMS = (
+    Claim("07-prefix-reuse", "Reusing the KV cache of a shared prefix (system prompt, agent "
+          "history) makes later agent calls and requests sharing a system prompt cheap.",
+          AFTER, "ch07_prefix_caching", measure_for_claims, judge_prefix_reuse),
+    Claim("07-tool-loop", "Tool calls turn one request into a multi-round loop whose "
+          "every round re-sends a growing prompt.", ENTER, "ch07_prefix_caching",
+          measure_for_claims, judge_tool_loop),
+)

@@ -19,6 +19,8 @@ beside it, where a check's prefill costs far more than on a GPU.
 from __future__ import annotations
 
 from .. import palette, protocol
+from ..verdicts import (ENTER, FAILS, HOLDS, HOLDS_SMALLER, Claim, Verdict, clock_note, direction,
+                       ms, pct, wall_warning, worst, x)
 
 TITLE = "Safety classifiers and streaming"
 CLAIM = ("Input and output safety classifiers are extra model calls: the input check adds its "
@@ -191,3 +193,64 @@ def summary(data: dict) -> str:
                      + ", ".join(f"{p} {sp[p].ms(0)}" for p in POLICIES)
                      + protocol.warning_line(w))
     return "\n".join(lines)
+
+
+# --- the chapter's claims: how each is measured and judged --------------------------------------
+def measure_for_claims(smoke: bool) -> dict:
+    """The measurement every claim below is judged on (``claims.run_all``)."""
+    # the simulated clock makes the stages' costs deterministic; the tiny random model in
+    # smoke runs costs the same per token as SmolLM2 on that clock (its yes/no is noise)
+    return measure(smoke=smoke, deterministic=True, model="tiny" if smoke else None)
+
+
+def _wall08(d: dict) -> str:
+    """Chapter 8's wall-clock medians, when it ran them, as a clause of a reason."""
+    if "wall_first_visible" not in d:
+        return ""
+    sp = {p: protocol.Spread(**v) for p, v in d["wall_first_visible"].items()}
+    return (f"; on this machine's wall clock ({d['wall']['model']}): first visible word "
+            + ", ".join(f"{p} {sp[p].ms(0)}" for p in ("streamed", "chunked", "buffered")))
+
+
+def judge_input_check(d: dict) -> Verdict:
+    t_in, t_ans = d["input_check_s"], d["ttft_after_check_s"]
+    v = direction((t_in + t_ans) / t_ans, clear=1.25)
+    wall = ""
+    if "wall_input_check" in d:
+        wall = (f"; wall clock ({d['wall']['model']}): input check "
+                f"{protocol.Spread(**d['wall_input_check']).ms(0)}")
+    return Verdict(v, f"the input check runs before the answer starts: {ms(t_in)} of a "
+                   f"{ms(t_in + t_ans)} wait for the first token ({pct(t_in / (t_in + t_ans))}); "
+                   f"without it the answer's TTFT is {ms(t_ans)}; model {d['model']} "
+                   f"{clock_note(d['clock'])}{wall}", measured=f"+{ms(t_in)} TTFT",
+                   points=(("input check", t_in * 1e3), ("answer's own TTFT", t_ans * 1e3)),
+                   unit="ms before the first token", clock=d["clock"],
+                   warning=wall_warning(d))
+
+
+def judge_output_check(d: dict) -> Verdict:
+    fv, s, runs = d["first_visible"], d["sizes"], d["runs"]
+    st, ch, bu = fv["streamed"], fv["chunked"], fv["buffered"]
+    recovered = (bu - ch) / (bu - st) if bu > st else 0.0
+    v_rec = HOLDS if recovered >= 0.5 else HOLDS_SMALLER if recovered > 0.1 else FAILS
+    v = worst(direction(bu / st, clear=2), v_rec) if st < ch < bu else FAILS
+    return Verdict(v, f"three runs of the same message: first visible word streamed "
+                   f"{ms(st)}, checked every {s['check_every']} tokens {ms(ch)} "
+                   f"({runs['chunked']['num_checks']} checks), checked once at the end "
+                   f"{ms(bu)} ({x(bu / st)} later than streaming, for a {s['max_tokens']}-token "
+                   f"answer); checking in chunks wins back {pct(recovered)} of that delay; "
+                   f"model {d['model']} {clock_note(d['clock'])}{_wall08(d)}",
+                   measured=f"{x(bu / st)} later when buffered",
+                   points=(("streamed", st * 1e3), ("chunked", ch * 1e3), ("buffered", bu * 1e3)),
+                   unit="ms to the first visible word", clock=d["clock"],
+                   warning=wall_warning(d))
+
+
+CLAIMS = (
+    Claim("08-input-check", "An input safety classifier is an extra model call that sits "
+          "in front of the first token.", ENTER, "ch08_safety_streaming", measure_for_claims,
+          judge_input_check),
+    Claim("08-output-check", "Holding output until a safety check has read it delays the "
+          "first visible word; checking in chunks wins most of streaming back.", ENTER,
+          "ch08_safety_streaming", measure_for_claims, judge_output_check),
+)

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 
 from .. import palette, protocol
+from ..verdicts import (AFTER, FAILS, HOLDS, HOLDS_SMALLER, UNMEASURABLE, Claim, Verdict,
+                       clock_note, direction, wall_warning, worst, x)
 
 TITLE = "The decode attention kernel: reference vs numba"
 CLAIM = ("Decode attention is memory-bound: a kernel that reads the paged K/V once, in place, "
@@ -32,7 +35,7 @@ DRAM_MIN_MB = 64            # K/V this large comes from memory, not from the CPU
 def intensity(heads: int | None = None, kv_heads: int | None = None) -> float:
     """FLOPs per byte of fp32 K/V that decode attention does: 1.5 at SmolLM2's 9 query heads
     on 3 kv heads; 0.5 with one query head per kv head (multi-head attention)."""
-    from inferlab.kernels import bench
+    from . import _kernel_timing as bench
     heads, kv_heads = heads or bench.HEADS, kv_heads or bench.KV_HEADS
     return 4 * bench.HEAD_DIM * heads / (2 * kv_heads * bench.HEAD_DIM * 4)
 
@@ -48,7 +51,8 @@ def mha_probe(context: int, repeats: int) -> dict:
     import numpy as np
 
     from inferlab.core.shapes import cdiv
-    from inferlab.kernels import bench, numba_cpu
+    from inferlab.kernels import numba_cpu
+    from . import _kernel_timing as bench
     heads = kvh = bench.HEADS
     rng = np.random.default_rng(0)
     nblk = cdiv(context, bench.BLOCK)
@@ -70,7 +74,7 @@ def matmul_gflops(n: int = 1024, repeats: int = 5) -> float:
     """This machine's fp32 arithmetic rate at its best: a large square matmul (torch)."""
     import torch
 
-    from inferlab.kernels import bench
+    from . import _kernel_timing as bench
     a, b = torch.randn(n, n), torch.randn(n, n)
     return 2 * n ** 3 / bench.median_time(lambda: a @ b, repeats) / 1e9
 
@@ -100,8 +104,9 @@ def measure(smoke: bool = False, repeats: int | None = None, rounds: int | None 
     """Each shape's benchmark (median of ``repeats`` calls per kernel) runs ``rounds`` times,
     the shapes interleaved (S1 S2 S3 S1 S2 S3 ...), under a busy check: every row holds the
     median over the rounds and the range of its speedup (``speedup_lo`` / ``speedup_hi``)."""
-    from inferlab.sim.gpus import BANDWIDTH_EFFICIENCY, get_gpu
-    from inferlab.kernels import bench
+    from inferlab.sim.gpus import BANDWIDTH_EFFICIENCY
+    from inferlab.sim.profiles import get_gpu
+    from . import _kernel_timing as bench
     repeats = repeats or (3 if smoke else 7)
     rounds = rounds or (2 if smoke else 3)
     res = protocol.compare({f"{b} x {c}": (lambda b=b, c=c: bench.bench_one(b, c, repeats))
@@ -135,7 +140,7 @@ def _machine(smoke: bool, repeats: int) -> dict:
     caches) and arithmetic rate (a large matmul), so its ridge point (FLOPs per byte above
     which arithmetic, not memory, is the limit); and the kernel where decode attention has the
     most bytes per FLOP. Under a busy check of its own."""
-    from inferlab.kernels import bench
+    from . import _kernel_timing as bench
     with protocol.BusyCheck() as chk:
         bw = bench.memory_bandwidth(128 if smoke else 256)
         peak = matmul_gflops()
@@ -262,3 +267,57 @@ def summary(data: dict) -> str:
             f"[clock: {protocol.label(data['clock'])}]" + protocol.warning_line(data.get("wall"))
             + ("\n" + bound_text(data) + protocol.warning_line(data["machine"])
                if "machine" in data else ""))
+
+
+# --- the chapter's claims: how each is measured and judged --------------------------------------
+def measure_for_claims(smoke: bool) -> dict:
+    """The measurement every claim below is judged on (``claims.run_all``)."""
+    return measure(smoke=smoke)          # wall clock, protocol
+
+
+def judge_kernel(d: dict) -> Verdict:
+    rows = d["rows"]
+    sp = [r["speedup"] for r in rows]
+    med, wins, warning = statistics.median(sp), sum(s > 1 for s in sp), wall_warning(d)
+    every = HOLDS if wins == len(sp) else HOLDS_SMALLER if 2 * wins > len(sp) else FAILS
+    v = worst(direction(med, clear=1.2), every)
+    slower = ", ".join(f"{r['batch']}x{r['context']} {x(r['speedup'])}" for r in rows
+                       if r["speedup"] <= 1)
+    if warning and 0.8 < med < 1.25:        # a busy machine's noise is as big as the effect
+        v = UNMEASURABLE
+    gpu = "" if d["gpu"]["recorded"] else "; no GPU kernel numbers recorded (CPU only)"
+    return Verdict(v, f"numba reading the paged K/V in place vs torch gathering it first: "
+                   f"median {x(med)} faster over {len(sp)} shapes ({min(sp):.2f}-{max(sp):.2f}x; "
+                   f"faster in {wins} of {len(sp)}"
+                   + (f"; slower at batch x context {slower}" if slower else "")
+                   + f"){gpu} {clock_note(d['clock'])}",
+                   measured=f"{x(med)} (median)", warning=warning,
+                   points=tuple((f"{r['batch']}x{r['context']}", r["speedup"]) for r in rows),
+                   unit="speedup, numba / reference (x), per batch x context",
+                   clock=d["clock"])
+
+
+def judge_memory_bound(d: dict) -> Verdict:
+    """Memory-bound where decode attention over K/V too large for the caches reads it at a
+    large share of the machine's measured memory bandwidth; the reason says why not, when not."""
+    m = d["machine"]
+    shares = [r["share"] for r in from_memory(d)]
+    share = max(shares, default=0.0)
+    v = HOLDS if share >= MEMORY_BOUND_SHARE else FAILS
+    warning = m.get("warning") or wall_warning(d)
+    if not shares or (warning and 0.5 * MEMORY_BOUND_SHARE < share < 1.5 * MEMORY_BOUND_SHARE):
+        v = UNMEASURABLE            # nothing read from memory, or a busy machine's noise
+    return Verdict(v, bound_text(d), measured=f"at most {share:.0%} of memory bandwidth",
+                   points=(("memory bandwidth", m["read_gbs"]),
+                           *((r["label"], r["gbs"]) for r in from_memory(d))),
+                   unit="K/V read from memory, GB/s", clock=d["clock"], warning=warning)
+
+
+CLAIMS = (
+    Claim("09-kernel", "A decode attention kernel that reads the paged K/V once, in place, "
+          "beats gathering the blocks into one tensor first.", AFTER, "ch09_kernels",
+          measure_for_claims, judge_kernel),
+    Claim("09-memory-bound", "Decode attention is limited by memory traffic: it does little "
+          "arithmetic per byte of K/V it reads, so reading the cache sets its time.",
+          AFTER, "ch09_kernels", measure_for_claims, judge_memory_bound),
+)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from inferlab.core.shapes import model_shape
 from inferlab.sim.costmodel import allreduce_time, step_time, tensor_parallel
-from inferlab.sim.gpus import GB, get_gpu
+from inferlab.sim.gpus import GB
+from inferlab.sim.profiles import get_gpu
 
 from .. import palette
+from ..verdicts import AFTER, FAILS, HOLDS, UNMEASURABLE, Claim, Verdict, x
 
 TITLE = "Multi-GPU what-if: tensor parallelism (simulated)"
 CLAIM = ("Tensor parallelism splits weights and KV cache across GPUs, so a model too big for one "
@@ -105,3 +107,36 @@ def summary(data: dict) -> str:
                      f"({r1['step_ms'] / r8['step_ms']:.1f}x faster on {r8['tp']} GPUs, "
                      f"all-reduce {r8['comm_ms']:.1f} ms)")
     return "; ".join(parts) + f" [{data['clock']}]"
+
+
+# --- the chapter's claims: how each is measured and judged --------------------------------------
+def measure_for_claims(smoke: bool) -> dict:
+    """The measurement every claim below is judged on (``claims.run_all``)."""
+    return measure(smoke=smoke)        # cost model only
+
+
+def judge_tensor_parallel(d: dict) -> Verdict:
+    m = list(d["models"])[-1]
+    one, many = d["models"][m][0], d["models"][m][-1]
+    gain = one["step_ms"] / many["step_ms"]
+    text = (f"on {d['gpu']}: {m} decode step {one['step_ms']:.1f} -> {many['step_ms']:.1f} ms "
+            f"on tp={many['tp']} ({x(gain)} faster, not {many['tp']}x; all-reduce "
+            f"{many['comm_ms']:.1f} ms per step), weights per GPU {one['weights_gb']:.0f} -> "
+            f"{many['weights_gb']:.0f} GB")
+    if "simulated" in d["clock"]:
+        v = UNMEASURABLE
+        reason = (f"this lab runs on one device (0 multi-GPU runs measured); the roofline cost "
+                  f"model, a simulation and not a measurement, predicts {text}")
+    else:                                   # a measured multi-GPU run, if one is ever added
+        v = HOLDS if 1 < gain < many["tp"] else FAILS
+        reason = f"measured {text}"
+    return Verdict(v, reason, measured=f"{x(gain)} on {many['tp']} GPUs (simulated)",
+                   points=(("GPUs", many["tp"]), ("decode speedup (simulated)", gain)),
+                   unit=f"{m}, tp={many['tp']} vs tp=1", clock=d["clock"])
+
+
+CLAIMS = (
+    Claim("10-tensor-parallel", "Tensor parallelism splits weights and KV over GPUs, but "
+          "all-reduce traffic keeps the per-token speedup below the number of GPUs.", AFTER,
+          "ch10_multi_gpu", measure_for_claims, judge_tensor_parallel),
+)

@@ -1,7 +1,7 @@
 """The README's screenshots, taken from a real JupyterLab running the real model.
 
-    python -m inferlab.bench.showcase [--out docs/screenshots]
-    python -m inferlab.bench.showcase --vllm     # the views watching a live vLLM server
+    python -m inferlab.tools.showcase [--out docs/screenshots]
+    python -m inferlab.tools.showcase --vllm     # the views watching a live vLLM server
 
 A notebook of the five views over SmolLM2-135M-Instruct (real weights, real prompts, the wall
 clock) runs in JupyterLab in Debian's chromium; each view is photographed once its run is
@@ -20,7 +20,7 @@ import pathlib
 import sys
 import tempfile
 
-from inferlab.bench.jupyter import browser_page, jupyterlab, run_all, write_notebook
+from .jupyter import browser_page, jupyterlab, run_all, write_notebook
 
 QUESTIONS = ["Name three rivers in Europe.", "What is 17 times 3?",
              "Translate 'good morning' into Spanish.", "Why is the sky blue?",

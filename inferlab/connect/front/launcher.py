@@ -11,12 +11,13 @@ for a distribution named "vllm" and fails) on 127.0.0.1 with fp32, eager mode, p
 block size 32, KV events (ZMQ PUB + replay ROUTER, topic "kv", ``ipc://`` in a private temp
 dir), vLLM's per-iteration details and prompt-token details, both cores bound
 (VLLM_CPU_OMP_THREADS_BIND) and a 1 GB KV cache (VLLM_CPU_KVCACHE_SPACE). inferlab's stat-logger
-plugin (``vllm_plugin``) publishes the step reports on a third endpoint.
+plugin (``plugin.stat_logger``) publishes the step reports on a third endpoint.
 
 The server runs in a process group of its own; ``stop()`` ends the whole group (API server,
 engine core, workers), so nothing is left behind. Failures raise ``VllmServerError`` with the
 end of the server's log: a missing venv or model, a port in use, a server that exits or does
-not become ready in time.
+not become ready in time. What it needs from this machine (vLLM's venv, our CPUs, a free port,
+the default model) is in ``machine``.
 """
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,62 +34,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ..errors import InferlabError
+from ..wire.step_reports import ENV_ENDPOINT
+from .machine import VllmServerError, check_port_free, cpu_list, free_port, vllm_python, vllm_venv
 
-REPO = Path(__file__).resolve().parents[2]
-ENV_VENV = "INFERLAB_VLLM_VENV"
 READY_TIMEOUT_S = 300.0
 LOG_TAIL_LINES = 40
-
-
-class VllmServerError(InferlabError, RuntimeError):
-    """The vLLM server could not start, or stopped; the message ends with its log tail."""
-
-
-def vllm_venv() -> Path:
-    """$INFERLAB_VLLM_VENV, else ./.venv-vllm, else the repository's .venv-vllm."""
-    env = os.environ.get(ENV_VENV)
-    if env:
-        return Path(env).expanduser().resolve()
-    here = Path(".venv-vllm").resolve()
-    return here if here.exists() else REPO / ".venv-vllm"
-
-
-def vllm_python(venv: Path | None = None) -> Path:
-    py = (venv or vllm_venv()) / "bin" / "python"
-    if not os.access(py, os.X_OK):
-        raise VllmServerError(f"vLLM's venv is missing ({py}). Build it with `make vllm` (vLLM's "
-                              f"CPU build in .venv-vllm) or point {ENV_VENV} at one")
-    return py
-
-
-def cpu_list() -> str:
-    """Our CPUs in VLLM_CPU_OMP_THREADS_BIND form ('0-1', '0,2-3')."""
-    ids = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
-        list(range(os.cpu_count() or 1))
-    runs, start = [], ids[0]
-    for a, b in zip(ids, ids[1:] + [None]):
-        if b != a + 1:
-            runs.append(f"{start}-{a}" if a > start else f"{a}")
-            start = b
-    return ",".join(runs)
-
-
-def check_port_free(host: str, port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as uvicorn: TIME_WAIT is free
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            raise VllmServerError(f"port {port} on {host} is already in use ({e.strerror}): "
-                                  "another server is listening there. Stop it, or pick another "
-                                  "port (--port N, or port=None for a free one)") from None
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class VllmServer:
@@ -142,7 +91,6 @@ class VllmServer:
                 "--disable-uvicorn-access-log", *self.extra_args]
 
     def environment(self) -> dict:
-        from .steps import ENV_ENDPOINT
         return {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": cpu_list(),
                 "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
                 "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
@@ -249,7 +197,7 @@ class VllmServer:
 
     def connector(self, **kwargs):
         """A VllmConnector on this server's API and ZMQ endpoints."""
-        from .vllm import VllmConnector
+        from .connector import VllmConnector
         return VllmConnector(self.url, kv=[self.kv_endpoint], replay=[self.replay_endpoint],
                              steps=[self.steps_endpoint], server=self, **kwargs)
 
@@ -270,27 +218,6 @@ class VllmServer:
         state = "running" if self.alive else f"stopped ({self.returncode})" if self.proc \
             else "not started"
         return f"VllmServer({self.url}, model={self.model_name!r}, {state})"
-
-
-def default_model_dir(out=print) -> str:
-    """The default model (SmolLM2-135M-Instruct, fp32) as a transformers directory vLLM loads:
-    written once by ``inferlab export-hf`` under the cache dir ($INFERLAB_CACHE_DIR, else
-    $XDG_CACHE_HOME/inferlab, else ~/.cache/inferlab), then reused."""
-    root = os.environ.get("INFERLAB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "inferlab")
-    d = os.path.join(root, "vllm-models", "smollm2-135m-instruct-float32")
-    if os.path.isfile(os.path.join(d, "config.json")):
-        return d
-    out(f"writing the default model for vLLM to {d} (once; ~30 s) ...")
-    os.makedirs(os.path.dirname(d), exist_ok=True)
-    r = subprocess.run([sys.executable, "-m", "inferlab.cli", "export-hf", d],
-                       capture_output=True, text=True)
-    if r.returncode != 0 or not os.path.isfile(os.path.join(d, "config.json")):
-        tail = "\n".join((r.stdout + r.stderr).splitlines()[-15:])
-        raise VllmServerError(f"could not write the model for vLLM to {d} (inferlab export-hf "
-                              f"exited {r.returncode}):\n{tail}")
-    return d
 
 
 # the server's first process: die with the process that started it (Linux prctl

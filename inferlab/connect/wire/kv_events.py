@@ -21,7 +21,7 @@ from typing import Union
 
 import msgspec
 
-from ..errors import InferlabError
+from ...errors import InferlabError
 
 Hash = Union[int, bytes]
 END_SEQ = -1                          # the replay socket's end-of-replay marker

@@ -17,7 +17,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 
-from ..errors import InferlabError
+from ...errors import InferlabError
 
 
 class StreamError(InferlabError, RuntimeError):

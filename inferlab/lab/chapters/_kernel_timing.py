@@ -1,39 +1,30 @@
-"""CPU benchmark: numba decode kernel vs the torch reference on SmolLM2-135M decode shapes.
-
-    python -m inferlab.kernels.bench                 # markdown table for BENCHMARKS.md
-    python -m inferlab.kernels.bench --batches 1 64 --contexts 2048 --repeats 9
+"""Timing the CPU attention kernels: the decode cases and the memory roof chapter 9 measures
+(``inferlab bench kernels`` prints the same as a table for BENCHMARKS.md).
 
 Both backends run side by side in one process on the same caches (shuffled block tables).
-Times are medians of ``--repeats`` calls after a warm-up. The reference is timed with torch's
+Times are medians of ``repeats`` calls after a warm-up. The reference is timed with torch's
 default thread count and with 1 thread, and the faster of the two is reported (so the
-comparison never flatters numba). GB/s counts the K/V bytes a decode step must read;
-the roof is this machine's bandwidth, measured here with a 512 MB numpy copy (read + write,
-one thread) and a parallel numba read of the same buffer (the roof: decode only reads).
+comparison never flatters numba). GB/s counts the K/V bytes a decode step must read; the roof
+is this machine's bandwidth, measured with a numpy copy (read + write, one thread) and a
+parallel numba read of the same buffer (the roof: decode only reads).
 """
 from __future__ import annotations
 
-import argparse
-import platform
 import statistics
-import time
 
 import numpy as np
 import torch
 
 from inferlab.core.shapes import cdiv
 from inferlab.kernels import numba_cpu, reference
+from inferlab.sim.this_cpu import timed
 
 HEADS, KV_HEADS, HEAD_DIM, BLOCK = 9, 3, 64, 16          # SmolLM2-135M attention
 
 
 def median_time(fn, repeats: int) -> float:
-    fn()                                                  # warm-up (and JIT on first use)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    """Median seconds of ``repeats`` calls after a warm-up (and JIT on first use)."""
+    return statistics.median(timed(fn, repeats))
 
 
 def memory_bandwidth(mb: int = 512) -> dict:
@@ -87,36 +78,3 @@ def bench_one(batch: int, context: int, repeats: int) -> dict:
     return dict(batch=batch, context=context, numba_ms=t_numba * 1e3, ref_ms=t_ref * 1e3,
                 speedup=t_ref / t_numba, numba_gbs=kv_bytes / t_numba / 1e9,
                 ref_gbs=kv_bytes / t_ref / 1e9, max_err=err)
-
-
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
-    p.add_argument("--contexts", type=int, nargs="+", default=[128, 512, 2048])
-    p.add_argument("--repeats", type=int, default=7)
-    args = p.parse_args(argv)
-
-    import numba
-    bw = memory_bandwidth()
-    roof = bw["read_gbs"]                                 # decode only reads K/V
-    rows = [bench_one(b, c, args.repeats) for b in args.batches for c in args.contexts]
-    print(f"machine: {platform.processor() or platform.machine()}, "
-          f"{numba.config.NUMBA_NUM_THREADS} numba threads "
-          f"({numba.threading_layer()} layer), torch {torch.__version__} "
-          f"({torch.get_num_threads()} threads), numba {numba.__version__}")
-    print(f"measured memory bandwidth: {bw['copy_gbs']:.1f} GB/s numpy copy (read+write), "
-          f"{bw['read_gbs']:.1f} GB/s parallel numba read; roof = {roof:.1f} GB/s\n")
-    print("| batch | context | numba-cpu ms | reference ms | speedup | numba GB/s | % of roof "
-          "| reference GB/s | max abs err |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['batch']} | {r['context']} | {r['numba_ms']:.3f} | {r['ref_ms']:.3f} | "
-              f"{r['speedup']:.1f}x | {r['numba_gbs']:.1f} | {100 * r['numba_gbs'] / roof:.0f}% "
-              f"| {r['ref_gbs']:.1f} | {r['max_err']:.1e} |")
-    slowest = min(rows, key=lambda r: r["speedup"])
-    print(f"\nslowest speedup: {slowest['speedup']:.1f}x at batch {slowest['batch']}, "
-          f"context {slowest['context']}")
-
-
-if __name__ == "__main__":
-    main()

@@ -27,7 +27,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from inferlab.kernels.numba_cpu import LOCK   # also chooses numba's threading layer
+from .numba_cpu import LOCK   # also chooses numba's threading layer
 
 PANEL = 32                                  # output columns per panel: two 16-float vectors
 _VEC = ir.VectorType(ir.FloatType(), 16)

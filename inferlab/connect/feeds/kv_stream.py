@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import zmq
 
-from .frames import END_SEQ, FrameError, KVBatch, decode_frame
+from ..wire.kv_events import END_SEQ, FrameError, KVBatch, decode_frame
 
 REPLAY_TIMEOUT_MS = 1000
 

@@ -8,11 +8,12 @@ API-server process of ``vllm serve``. It does nothing unless the server was star
 into a vLLM venv changes nothing else.
 
 Per step vLLM calls ``record(scheduler_stats, iteration_stats, engine_idx=...)``; we read a
-few fields (``StepReport`` in ``steps``) and publish them as msgpack on a PUB socket bound at
-that endpoint, never blocking (a slow or absent subscriber loses reports, and sees the gap in
-``seq``). ``EngineInfo`` goes out at start and every ``HEARTBEAT_S`` seconds. The fields read
-are vLLM internals checked against ``steps.PINNED_VLLM``; on another version the plugin still
-runs, reads what it finds (missing fields read as absent) and says the version in its info.
+few fields (``StepReport`` in ``wire.step_reports``) and publish them as msgpack on a PUB socket
+bound at that endpoint, never blocking (a slow or absent subscriber loses reports, and sees the
+gap in ``seq``). ``EngineInfo`` goes out at start and every ``HEARTBEAT_S`` seconds. The fields
+read are vLLM internals checked against ``step_reports.PINNED_VLLM``; on another version the
+plugin still runs, reads what it finds (missing fields read as absent) and says the version in
+its info.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import time
 
 from vllm.v1.metrics.loggers import AggregateStatLoggerBase
 
-from . import steps
+from ..wire import step_reports
 
 log = logging.getLogger("vllm.inferlab")
 
@@ -36,19 +37,19 @@ def _get(obj, *path, default=None):
     return obj
 
 
-def step_report(engine: int, seq: int, sched, it) -> steps.StepReport:
+def step_report(engine: int, seq: int, sched, it) -> step_reports.StepReport:
     """A StepReport from vLLM's SchedulerStats (``sched``) and IterationStats (``it``)."""
     pc = _get(sched, "prefix_cache_stats")
     det = _get(sched, "iteration_details")
     pts = _get(it, "prompt_token_stats")
-    finished = [steps.Finished(
+    finished = [step_reports.Finished(
         request_id=str(f.request_id), finish_reason=str(f.finish_reason),
         num_prompt_tokens=int(f.num_prompt_tokens), num_generation_tokens=int(
             f.num_generation_tokens), num_cached_tokens=int(_get(f, "num_cached_tokens",
                                                                   default=0)),
         e2e=float(f.e2e_latency), queued=float(f.queued_time), prefill=float(f.prefill_time),
         decode=float(f.decode_time)) for f in (_get(it, "finished_requests") or [])]
-    return steps.StepReport(
+    return step_reports.StepReport(
         engine=engine, seq=seq, ts=time.time(),
         num_running=int(_get(sched, "num_running_reqs", default=0)),
         num_waiting=int(_get(sched, "num_waiting_reqs", default=0)),
@@ -68,13 +69,13 @@ def step_report(engine: int, seq: int, sched, it) -> steps.StepReport:
         finished=finished)
 
 
-def engine_info(vllm_config, engines, seq: int) -> steps.EngineInfo:
+def engine_info(vllm_config, engines, seq: int) -> step_reports.EngineInfo:
     import vllm
     cc, sc, mc = (_get(vllm_config, n) for n in ("cache_config", "scheduler_config",
                                                   "model_config"))
     names = _get(mc, "served_model_name")
     name = names[0] if isinstance(names, (list, tuple)) and names else names
-    return steps.EngineInfo(
+    return step_reports.EngineInfo(
         seq=seq, ts=time.time(), vllm_version=str(getattr(vllm, "__version__", "?")),
         model=str(name or _get(mc, "model", default="")),
         block_size=int(_get(cc, "block_size", default=0)),
@@ -96,7 +97,7 @@ class InferlabStepLogger(AggregateStatLoggerBase):
     def __init__(self, vllm_config, engine_indexes=None):
         self.vllm_config = vllm_config
         self.engines = list(engine_indexes or [0])
-        self.endpoint = os.environ.get(steps.ENV_ENDPOINT, "")
+        self.endpoint = os.environ.get(step_reports.ENV_ENDPOINT, "")
         self._sock = None
         self._lock = threading.Lock()
         self._seq = 0
@@ -115,7 +116,7 @@ class InferlabStepLogger(AggregateStatLoggerBase):
             log.warning("inferlab step reports off: cannot bind %s (%s)", self.endpoint, e)
             return
         log.info("inferlab step reports on %s (checked against vLLM %s)", self.endpoint,
-                 steps.PINNED_VLLM)
+                 step_reports.PINNED_VLLM)
         threading.Thread(target=self._heartbeat, daemon=True, name="inferlab-steps").start()
 
     def _send(self, msg) -> None:
@@ -123,7 +124,8 @@ class InferlabStepLogger(AggregateStatLoggerBase):
             return
         with self._lock:
             try:
-                self._sock.send_multipart((steps.TOPIC, steps.encode(msg)), self._noblock)
+                self._sock.send_multipart((step_reports.TOPIC, step_reports.encode(msg)),
+                                          self._noblock)
             except Exception as e:  # noqa: BLE001 - full queue or closed socket: drop it
                 if not self._failed:
                     self._failed = True
@@ -137,7 +139,7 @@ class InferlabStepLogger(AggregateStatLoggerBase):
     def _heartbeat(self) -> None:
         while self._sock is not None:
             self.log_engine_initialized()
-            time.sleep(steps.HEARTBEAT_S)
+            time.sleep(step_reports.HEARTBEAT_S)
 
     def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx=0):
         if self._sock is None or scheduler_stats is None:
@@ -149,7 +151,7 @@ class InferlabStepLogger(AggregateStatLoggerBase):
             if not self._failed:
                 self._failed = True
                 log.warning("inferlab: could not read vLLM's stats (vLLM %s? checked on %s): %s",
-                            _vllm_version(), steps.PINNED_VLLM, e)
+                            _vllm_version(), step_reports.PINNED_VLLM, e)
             return
         self._send(msg)
 

@@ -1,7 +1,7 @@
 """StepRecords from what a vLLM server tells: its per-step reports, its KV event batches,
 and the tokens our streaming requests receive (each timed on arrival).
 
-Step boundaries come from the step reports (inferlab's plugin, ``steps.StepReport``). Tokens
+Step boundaries come from the step reports (inferlab's plugin, ``wire.step_reports``). Tokens
 are matched to steps by what the reports count: a token goes to the earliest unpublished
 step that still has room (the report says how many tokens the step sampled), that comes after
 the request's previous token and holds none of its tokens yet. A token that finds no step yet
@@ -27,25 +27,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.events import (EmittedToken, KVEvent, RequestEvent, RequestInfo, ScheduledChunk,
-                           StepRecord)
+from ...core.events import (EmittedToken, KVEvent, RequestEvent, RequestInfo, ScheduledChunk,
+                            StepRecord)
+from ..wire.step_reports import EngineInfo, StepReport
 from .prefix_tree import TreeState
-from .steps import EngineInfo, StepReport
+from .tokens import TokenArrival
 
 MAX_WAIT_S = 3.0
 ORPHAN_S = 1.0
 PENDING_S = 1.0
 IDLE_STEP_S = 0.15
-
-
-@dataclass(slots=True)
-class _Tok:
-    rid: str
-    token_id: int
-    text: str
-    index: int
-    t: float
-    finish: str | None = None
 
 
 @dataclass
@@ -68,7 +59,7 @@ class StepAssembler:
         self.tree = TreeState()                   # the cache as of the last published step
         self.info: EngineInfo | None = None
         self.open: list[_Step] = []
-        self.orphans: list[_Tok] = []
+        self.orphans: list[TokenArrival] = []
         self.pending_kv: list[tuple[float, float, list]] = []      # (server ts, t_local, evs)
         self.pending_events: list[tuple[float, RequestEvent]] = []
         self.prompt_len: dict[str, int] = {}
@@ -123,7 +114,7 @@ class StepAssembler:
         self.inflight[rid] = info.arrival
         self.pending_events.append((info.arrival, RequestEvent(rid, "queued", info=info)))
 
-    def on_token(self, tok: _Tok) -> None:
+    def on_token(self, tok: TokenArrival) -> None:
         if tok.finish:
             self.inflight.pop(tok.rid, None)
         if any(o.rid == tok.rid for o in self.orphans) or not self._place(tok):
@@ -143,7 +134,7 @@ class StepAssembler:
                     return
         self.pending_events.append((t, RequestEvent(rid, kind, detail)))
 
-    def _place(self, tok: _Tok) -> bool:
+    def _place(self, tok: TokenArrival) -> bool:
         for st in self.open:
             if st.inferred or st.key <= self.last_key.get(tok.rid, 0) or tok.rid in st.rids:
                 continue

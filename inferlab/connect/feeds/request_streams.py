@@ -11,9 +11,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..core.events import RequestInfo
-from .assembler import _Tok
-from .sse import StreamError, stream_completion
+from ...core.events import RequestInfo
+from ..wire.sse import StreamError, stream_completion
+from .tokens import TokenArrival
 
 
 @dataclass
@@ -81,7 +81,8 @@ class RequestStreams:
                     res.token_ids.append(tid)
                     res.texts.append(text)
                     res.arrivals.append(ch.t)
-                    self.on_token(_Tok(rid, tid, text, len(res.token_ids) - 1, ch.t, fin))
+                    self.on_token(TokenArrival(rid, tid, text, len(res.token_ids) - 1, ch.t,
+                                               fin))
                 if ch.finish_reason:
                     res.finish_reason = ch.finish_reason
                     if not n:

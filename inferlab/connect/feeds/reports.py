@@ -1,10 +1,10 @@
-"""Subscribe to inferlab's per-step reports (``steps``) from the plugin inside a vLLM server,
-checking each message and its sequence number; and, for a server without the plugin, the
-cache's shape from vLLM's Prometheus /metrics (``vllm:cache_config_info``).
+"""Subscribe to inferlab's per-step reports (``wire.step_reports``) from the plugin inside a
+vLLM server, checking each message and its sequence number; and, for a server without the
+plugin, the cache's shape from vLLM's Prometheus /metrics (``vllm:cache_config_info``).
 
 A malformed report is dropped with a warning; a gap in ``seq`` means reports were lost (the
 timeline lacks those steps); a server whose vLLM is not the version the plugin's field reads
-were checked on (``steps.PINNED_VLLM``) is named once.
+were checked on (``step_reports.PINNED_VLLM``) is named once.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import time
 import msgspec
 import zmq
 
-from . import steps
-from .sse import StreamError, get_text
+from ..wire import step_reports
+from ..wire.sse import StreamError, get_text
 
 
 class ReportSubscriber:
@@ -27,7 +27,7 @@ class ReportSubscriber:
         self.heard = 0.0                      # time.time() of the last message
         for ep in self.endpoints:
             s = ctx.socket(zmq.SUB)
-            s.setsockopt(zmq.SUBSCRIBE, steps.TOPIC)
+            s.setsockopt(zmq.SUBSCRIBE, step_reports.TOPIC)
             s.setsockopt(zmq.LINGER, 0)
             s.connect(ep)
             self.subs.append(s)
@@ -48,7 +48,7 @@ class ReportSubscriber:
             try:
                 if len(parts) != 2:
                     raise ValueError(f"{len(parts)} parts, expected 2 (topic, payload)")
-                msg = steps.decode(parts[1])
+                msg = step_reports.decode(parts[1])
             except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as e:
                 self.counts["reports_bad"] += 1
                 self.warn("bad_report", f"a malformed step report was dropped ({e})")
@@ -61,17 +61,17 @@ class ReportSubscriber:
                           f"{last + 1}..{msg.seq - 1}): the timeline lacks those steps")
             if last is None or msg.seq > last or msg.seq == 0:
                 self.last[i] = msg.seq
-            if isinstance(msg, steps.EngineInfo):
-                if msg.vllm_version != steps.PINNED_VLLM:
+            if isinstance(msg, step_reports.EngineInfo):
+                if msg.vllm_version != step_reports.PINNED_VLLM:
                     self.warn("version", f"the server runs vLLM {msg.vllm_version}; the step "
-                              f"reports read vLLM internals checked on {steps.PINNED_VLLM}: "
-                              "some numbers may be missing")
+                              "reports read vLLM internals checked on "
+                              f"{step_reports.PINNED_VLLM}: some numbers may be missing")
             else:
                 self.counts["reports"] += 1
             out.append(msg)
 
 
-def info_from_metrics(url: str, model: str) -> steps.EngineInfo | None:
+def info_from_metrics(url: str, model: str) -> step_reports.EngineInfo | None:
     """Block size and number of KV blocks from /metrics (vllm:cache_config_info)."""
     try:
         text = get_text(url, "/metrics")
@@ -81,7 +81,7 @@ def info_from_metrics(url: str, model: str) -> steps.EngineInfo | None:
     if not m:
         return None
     labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-    info = steps.EngineInfo(seq=0, ts=time.time(), vllm_version="?", model=model)
+    info = step_reports.EngineInfo(seq=0, ts=time.time(), vllm_version="?", model=model)
     for key, name in (("block_size", "block_size"), ("num_gpu_blocks", "num_blocks")):
         if labels.get(key, "").isdigit():
             setattr(info, name, int(labels[key]))

@@ -1,6 +1,6 @@
 """The per-step report that inferlab's stat-logger plugin sends out of a vLLM server.
 
-One schema for both ends: the plugin (``vllm_plugin``, inside vLLM's venv) encodes these
+One schema for both ends: the plugin (``plugin.stat_logger``, inside vLLM's venv) encodes these
 Structs as msgpack and publishes them on a ZMQ PUB socket; the connector (the lab's venv, no
 vLLM) decodes them, checking every field. No vLLM import here.
 

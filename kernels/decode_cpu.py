@@ -1,4 +1,5 @@
-"""One sequence decoding one token: the whole forward pass as a single numba call.
+"""One sequence decoding one token: the whole forward pass of a Llama-family model as one
+numba call.
 
 At batch 1 a step reads every weight once (~0.54 GB for SmolLM2 in fp32) and does almost no
 arithmetic, so its floor is weight bytes / memory bandwidth. Run op by op from Python, the
@@ -14,26 +15,20 @@ the same formulas run inside one compiled function:
 
 Each matrix-vector product is a ``prange`` over output rows (every core streams its own
 rows of the weights); attention is the numba CPU kernel's own ``attend_rows``. The readable
-reference of the same step is ``LlamaForward.forward`` (model/llama.py);
-tests/test_fused_forward.py checks this path against it and against transformers.
-
-Used when the linear backend is a numba one (``numba``, ``numba+...``), the attention
-backend is ``numba-cpu``, the model is float32 on the CPU, and the step is one sequence
-decoding one token.
+reference of the same step is ``LlamaForward.forward`` (inferlab/model/llama.py);
+tests/test_fused_forward.py checks this pass against it and against transformers.
 """
 from __future__ import annotations
 
 import numpy as np
-import torch
 from numba import njit, prange
 
-from inferlab.kernels.numba_cpu import FASTMATH, LOCK, PARALLEL_MIN_BYTES, attend_rows
-
-from .fused_ops import rms_row
+from .numba_cpu import FASTMATH, LOCK, PARALLEL_MIN_BYTES, attend_rows
+from .rows_cpu import rms_row
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
+def _decode_pass(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
             final_norm, lm_head, inv_freq, rope_scale, eps, scale, num_heads,
             k_cache, v_cache, attend_parallel, logits):
     hidden = embed.shape[1]
@@ -116,35 +111,19 @@ def forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, w
         logits[i] = acc
 
 
-class FusedDecode:
-    """The fused one-token forward over a LlamaForward's own weights (no copies)."""
+def decode_pass(token: int, pos: int, table, weights: tuple, k_cache, v_cache, logits) -> None:
+    """Logits of ``token`` at position ``pos`` into ``logits`` [vocab], its K/V into the caches
+    [layers, blocks, bs, KVH, D] at the slot ``table`` [max_blocks] int32 gives ``pos``.
 
-    def __init__(self, fwd):
-        def stack(tensors):   # a tuple of arrays: numba types it once (a typed List would
-            return tuple(t.detach().contiguous().numpy() for t in tensors)   # not cache)
-
-        layers = fwd.layers
-        no_bias = torch.zeros(0, dtype=torch.float32)
-        self._args = (fwd.embed.numpy(), stack(w.input_norm for w in layers),
-                      stack(w.wqkv for w in layers),
-                      stack(w.bqkv if w.bqkv is not None else no_bias for w in layers),
-                      stack(w.wo for w in layers), stack(w.post_norm for w in layers),
-                      stack(w.w_gate_up for w in layers), stack(w.w_down for w in layers),
-                      fwd.norm.numpy(), fwd.lm_head.numpy(), fwd.inv_freq.numpy(),
-                      np.float32(fwd.rope_scaling), np.float32(fwd.eps),
-                      np.float32(fwd.scale), fwd.num_heads)
-        self.vocab = fwd.lm_head.shape[0]
-
-    def __call__(self, token: int, pos: int, table, k_cache, v_cache) -> torch.Tensor:
-        """Logits [1, vocab] of ``token`` at position ``pos`` of the sequence whose block table
-        is ``table`` [max_blocks] int32; writes its K/V into the caches [L, blocks, bs, KVH, D]."""
-        (embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown, norm, lm_head, inv_freq,
-         rope, eps, scale, heads) = self._args
-        logits = torch.empty((1, self.vocab), dtype=torch.float32)
-        kv_bytes = (pos + 1) * 2 * k_cache.shape[-2] * k_cache.shape[-1] * 4     # K+V read
-        with LOCK:
-            forward(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
-                      norm, lm_head, inv_freq, rope, eps, scale, heads,
-                      k_cache.numpy(), v_cache.numpy(), kv_bytes >= PARALLEL_MIN_BYTES,
-                      logits[0].numpy())
-        return logits
+    ``weights`` = (embed [V, hidden], then per layer as tuples of arrays: input norms, fused
+    qkv [(H + 2 KVH) D, hidden], qkv biases (empty without), o, post norms, fused gate|up,
+    down; then the final norm, lm_head [V, hidden], rotary inv_freq [D/2], rotary scaling,
+    rms eps, attention scale, num_heads), all float32 numpy."""
+    kv_bytes = (pos + 1) * 2 * k_cache.shape[-2] * k_cache.shape[-1] * 4     # K+V read
+    (embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown, norm, lm_head, inv_freq,
+     rope, eps, scale, heads) = weights
+    with LOCK:                                            # one parallel launch at a time
+        _decode_pass(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
+                     norm, lm_head, inv_freq, np.float32(rope), np.float32(eps),
+                     np.float32(scale), heads, k_cache, v_cache,
+                     kv_bytes >= PARALLEL_MIN_BYTES, logits)

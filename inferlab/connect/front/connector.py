@@ -10,11 +10,11 @@
 It has the engine's observing surface (``subscribe``, ``config``, ``model_name``,
 ``clock_name``, ``num_blocks``) and publishes one ``StepRecord`` per vLLM engine step on an
 ``EventBus``, built by ``StepAssembler`` from three sources: the KV cache events (``KVSubscriber``,
-one endpoint per data-parallel rank), inferlab's per-step reports (``steps``, from the plugin in
-the server) and our requests' token streams (``RequestStreams``). A background thread reads the
-sockets and publishes; requests run in threads of their own. Nothing it receives can raise
-into the notebook: bad input becomes a warning (``conn.warnings``, also a Python warning the
-first time each kind happens), and the records so far stay.
+one endpoint per data-parallel rank), inferlab's per-step reports (``ReportSubscriber``, from
+the plugin in the server) and our requests' token streams (``RequestStreams``), all ``feeds/``.
+A background thread reads the sockets and publishes; requests run in threads of their own.
+Nothing it receives can raise into the notebook: bad input becomes a warning (``conn.warnings``,
+also a Python warning the first time each kind happens), and the records so far stay.
 """
 from __future__ import annotations
 
@@ -25,15 +25,17 @@ from dataclasses import dataclass
 
 import zmq
 
-from ..core.events import EventBus
-from ..errors import InferlabError
-from . import steps as steps_mod
-from .assembler import StepAssembler
-from .kv_stream import KVSubscriber
-from .prefix_tree import KV_IDS, HashTree
-from .reports import ReportSubscriber, info_from_metrics
-from .sse import StreamError, get_json, post_json
-from .streams import RequestStreams, VllmResult
+from ...core.events import EventBus
+from ...errors import InferlabError
+from ..feeds.assembler import StepAssembler
+from ..feeds.hash_tree import HashTree
+from ..feeds.kv_stream import KVSubscriber
+from ..feeds.prefix_tree import KV_IDS
+from ..feeds.reports import ReportSubscriber, info_from_metrics
+from ..feeds.request_streams import RequestStreams, VllmResult
+from ..wire import step_reports
+from ..wire.kv_events import BadEvent, UnknownEvent
+from ..wire.sse import StreamError, get_json, post_json
 
 CLOCK = "wall (vLLM)"
 SILENT_S = 5.0
@@ -176,7 +178,7 @@ class VllmConnector:
 
     def record(self, **meta):
         """``Trace.record(self)`` that also keeps this connector's warnings in its meta."""
-        from ..observe.trace import Trace
+        from ...observe.trace import Trace
         return Trace.record(self, vllm_warnings=self.warnings, **meta)
 
     # --- requests ------------------------------------------------------------------------
@@ -259,7 +261,6 @@ class VllmConnector:
                            f"{type(e).__name__}: {e}")
 
     def _on_kv(self, rank, batch, now) -> None:
-        from .frames import BadEvent, UnknownEvent
         out = []
         for ev in batch.events:
             if isinstance(ev, UnknownEvent):
@@ -278,7 +279,7 @@ class VllmConnector:
     def _on_steps(self, i, now) -> None:
         for msg in self.reports.receive(i, now):
             with self._lock:
-                if isinstance(msg, steps_mod.EngineInfo):
+                if isinstance(msg, step_reports.EngineInfo):
                     self.assembler.on_engine(msg)
                 else:
                     self.assembler.on_report(msg, now)

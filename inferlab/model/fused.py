@@ -1,0 +1,130 @@
+"""The fast forward: ``LlamaForward``'s pass with its small ops fused into the numba kernels of
+``inferlab.kernels``, over the same weights (no copies). The runner picks it (or the op-by-op
+reference in llama.py) once, from the linear and attention backends (runner.ForwardPlan).
+
+* One sequence decoding one token: the whole pass is one numba call (``kernels.decode_pass``).
+* More rows: the GEMMs through the engine's ``Linear``, the glue between them fused:
+
+      h = rms_norm(x)                                    (once, before the first layer)
+      per layer:  qkv = linear(h)                        numba GEMM / oneDNN (linear backend)
+                  q = rotary_write(qkv)                  rotary on q and k, K and V into the cache
+                  o = attention(q)                       numba paged attention (SDPA for long chunks)
+                  h = add_rms_norm(x, linear(o))         x += Wo o;  h = rms_norm(x)
+                  a = silu_mul(linear(h))                silu(gate) * up, [gate | up] = Wgate_up h
+                  h = add_rms_norm(x, linear(a))         x += Wdown a;  h = the next layer's norm
+      logits = linear(h[rows that sample])               (the last norm is the model's final one)
+
+A 2048-token prefill gains most (A B A B in one process: its step 2.38 -> 2.31 s; BENCHMARKS.md
+"Speed, round 3"). Like the reference, it writes the whole step's K/V into the cache before
+any attention of that layer reads it, so requests admitted together can share blocks that one
+of them fills in this very step. tests/test_fused_forward.py checks it against the reference.
+Named timing points (``timer(part)``) let ``inferlab bench profile`` time the parts.
+"""
+from __future__ import annotations
+
+import torch
+
+from inferlab import kernels
+
+from .llama import NO_TIMER, AttentionMetadata, LlamaForward, attention
+
+
+def attention_for(meta: AttentionMetadata):
+    """The attention of a step: SDPA over gathered K/V when one sequence brings at least
+    ``kernels.SDPA_MIN_TOKENS`` new tokens, else the numba kernels."""
+    if not meta.decode_only:                        # a decode step has one new token a sequence
+        new_tokens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
+        if int(new_tokens.max()) >= kernels.SDPA_MIN_TOKENS:
+            return _sdpa
+    return attention
+
+
+def _sdpa(q, k_cache, v_cache, meta: AttentionMetadata, scale: float):
+    return kernels.paged_attention_sdpa(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
+                                        meta.query_start_loc, scale)
+
+
+class FusedForward:
+    """``forward(input_ids, positions, meta, k_caches, v_caches, logits_indices)`` as
+    ``LlamaForward.forward``, same arguments, same result (to float32 rounding)."""
+
+    def __init__(self, model: LlamaForward):
+        def stack(tensors):   # a tuple of arrays: numba types it once (a typed List would
+            return tuple(t.detach().contiguous().numpy() for t in tensors)   # not cache)
+
+        self.model = m = model
+        self.timer = NO_TIMER
+        layers = m.layers
+        no_bias = torch.zeros(0, dtype=torch.float32)
+        self._pass_weights = (m.embed.numpy(), stack(w.input_norm for w in layers),
+                              stack(w.wqkv for w in layers),
+                              stack(w.bqkv if w.bqkv is not None else no_bias for w in layers),
+                              stack(w.wo for w in layers), stack(w.post_norm for w in layers),
+                              stack(w.w_gate_up for w in layers), stack(w.w_down for w in layers),
+                              m.norm.numpy(), m.lm_head.numpy(), m.inv_freq.numpy(),
+                              m.rope_scaling, m.eps, m.scale, m.num_heads)
+
+    @torch.inference_mode()
+    def __call__(self, input_ids, positions, meta: AttentionMetadata, k_caches, v_caches,
+                 logits_indices):
+        if input_ids.shape[0] == 1 and meta.decode_only and logits_indices.shape[0] == 1:
+            return self.decode_one(int(input_ids[0]), int(positions[0]),
+                                   meta.block_tables[0].numpy(), k_caches, v_caches)
+        return self.rows(input_ids, positions, meta, k_caches, v_caches, logits_indices)
+
+    def decode_one(self, token: int, pos: int, table, k_caches, v_caches) -> torch.Tensor:
+        """Logits [1, vocab] of one sequence's next token, its whole pass in one call."""
+        logits = torch.empty((1, self.model.lm_head.shape[0]), dtype=torch.float32)
+        with self.timer("one-call decode"):
+            kernels.decode_pass(token, pos, table, self._pass_weights, k_caches.numpy(),
+                                v_caches.numpy(), logits[0].numpy())
+        return logits
+
+    def rows(self, input_ids, positions, meta, k_caches, v_caches, logits_indices):
+        m, t = self.model, self.timer
+        T = input_ids.shape[0]
+        attend = attention_for(meta)
+        H, D = m.num_heads, m.head_dim
+        layers = m.layers
+        x = m.embed[input_ids]                                         # [T, hidden], ours
+        freqs = positions.float()[:, None] * m.inv_freq[None, :]        # [T, D/2]
+        cos = (freqs.cos() * m.rope_scaling).numpy()
+        sin = (freqs.sin() * m.rope_scaling).numpy()
+        slots = meta.slot_mapping.numpy()
+        h = torch.empty_like(x)
+        xn, hn = x.numpy(), h.numpy()
+        with t("norms + adds"):
+            kernels.rms_rows(xn, layers[0].input_norm.numpy(), m.eps, hn)
+        for li, w in enumerate(layers):
+            with t("linear"):
+                qkv = m.linear(h, w.wqkv, w.bqkv)                       # [T, (H+2KVH)*D]
+            q = torch.empty((T, H, D), dtype=x.dtype)
+            kc, vc = k_caches[li], v_caches[li]                        # [blocks, bs, KVH, D]
+            with t("rotary + kv write"):
+                kernels.rotary_write(qkv.numpy(), cos, sin, kc.numpy(), vc.numpy(), slots,
+                                     q.numpy())
+            with t("attention"):
+                o = attend(q, kc, vc, meta, m.scale)                   # [T, H, D]
+            with t("linear"):
+                y = m.linear(o.reshape(T, H * D), w.wo).numpy()
+            with t("norms + adds"):
+                kernels.add_rms_rows(xn, y, w.post_norm.numpy(), m.eps, hn)
+            with t("linear"):
+                gate_up = m.linear(h, w.w_gate_up)                      # [T, 2 intermediate]
+            act = torch.empty((T, gate_up.shape[1] // 2), dtype=x.dtype)
+            with t("silu"):
+                kernels.silu_mul(gate_up.numpy(), act.numpy())
+            nxt = layers[li + 1].input_norm if li + 1 < len(layers) else m.norm
+            with t("linear"):
+                y = m.linear(act, w.w_down).numpy()
+            with t("norms + adds"):
+                kernels.add_rms_rows(xn, y, nxt.numpy(), m.eps, hn)
+        with t("lm head"):
+            return m.linear(h[logits_indices], m.lm_head).float()      # [R, vocab]
+
+
+def fused_runs(linear_backend: str, attention_backend: str, dtype, device) -> bool:
+    """Whether the fast forward can run: a numba linear backend (its GEMV/GEMM), numba CPU
+    attention, a float32 model on the CPU."""
+    return (linear_backend.startswith("numba") and attention_backend == "numba-cpu"
+            and dtype == torch.float32 and torch.device(device).type == "cpu")

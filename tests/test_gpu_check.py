@@ -1,0 +1,27 @@
+"""kernels/gpu_check.sh, the one script a lent GPU runs, dry-run here in numba's CUDA
+simulator at tiny shapes: every step it will take on the GPU, so that a move that breaks it
+fails in CI and not in the rare GPU session."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_takes_every_step():
+    env = {**os.environ, "PYTHON": sys.executable}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run(["bash", "kernels/gpu_check.sh", "--dry-run"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-5000:]
+    for step in ("== environment", "== 1. kernel tests", "== 2. bench_cuda",
+                 "== 3. engine tokens/s", "== gpu_check exit status: 0"):
+        assert step in out, (step, out[-3000:])
+    assert "passed" in out and " failed" not in out
+    assert out.count(" ok") >= 3 and "FAIL" not in out          # correctness at tiny shapes
+    assert "inferlab engine" in out and "tok/s" in out
