@@ -65,6 +65,11 @@ def _bench(args) -> int:
         bench_roofline(model=args.model, repeats=args.repeats + 2,
                        linear_backend=args.linear_backend)
         return 0
+    if args.what == "coldstart":
+        from inferlab.bench.coldstart import main as bench_coldstart
+        out = args.out if args.out != "build/bench/clock" else "build/bench/coldstart.json"
+        bench_coldstart(repeats=args.repeats + 1, out_path=out)
+        return 0
     if args.what == "kernels":
         from inferlab.bench.attention_kernels import main as bench_kernels
         bench_kernels(["--repeats", str(args.repeats + 4)])
@@ -102,7 +107,7 @@ def _export_html(args) -> int:
 
 
 def _cache(args) -> int:
-    """info | warm | clear: the weights cache (inferlab/model/weights_cache.py)."""
+    """info | warm | verify | clear: the weights cache (inferlab/model/weights_cache.py)."""
     import time
 
     from inferlab.model import weights_cache
@@ -110,7 +115,9 @@ def _cache(args) -> int:
         from inferlab.model.loader import load_model_uncached
         t = time.perf_counter()
         loaded = load_model_uncached(None)
-        how = "already cached" if loaded.cache_path else "converted and saved"
+        how = {"converted": "converted and saved", "cache": "read from the cache (the engine's "
+               "own file written)", "engine file": "already cached"}.get(loaded.origin,
+                                                                          loaded.origin)
         print(f"{loaded.name}: {how} in {time.perf_counter() - t:.1f} s "
               f"({weights_cache.cache_root()})")
         import importlib.util
@@ -125,6 +132,14 @@ def _cache(args) -> int:
             print(f"numba kernels compiled (or found in numba's cache) in "
                   f"{time.perf_counter() - t:.1f} s")
         return 0
+    if args.action == "verify":     # every byte of every entry against its sha256
+        from inferlab.model import engine_files, hf_dir
+        bad = 0
+        for e in weights_cache.info()["entries"]:
+            problem = hf_dir.verify(e["path"]) or engine_files.verify_all(e["path"])
+            bad += problem is not None
+            print(f"  {e['name']}: {problem or 'whole'}")
+        return 1 if bad else 0
     if args.action == "clear":
         freed = weights_cache.clear()
         print(f"removed {freed / 2**20:.1f} MiB from {weights_cache.cache_root()}")
@@ -202,7 +217,8 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="side-by-side benchmarks (ratios)")
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
                                     "trace", "widgets", "prefix-reuse", "vllm", "clock",
-                                    "roofline", "profile", "gemm", "kernels"])
+                                    "roofline", "profile", "gemm", "kernels",
+                                    "coldstart"])
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000)")
@@ -214,7 +230,8 @@ def main(argv=None) -> int:
                    help="roofline: the GEMM path (auto, torch, onednn, onednn-packed, numba, "
                    "numba+...); engine: the second inferlab engine's (default torch)")
     b.add_argument("--out", default="build/bench/clock",
-                   help="clock: where the table (JSON) and the figure (SVG, PNG) go")
+                   help="clock: where the table (JSON) and the figure (SVG, PNG) go; "
+                   "coldstart: the result file (default build/bench/coldstart.json)")
     b.add_argument("--threads", type=int, default=None,
                    help="clock: torch/numba threads (default: all CPUs)")
     b.set_defaults(fn=_bench)
@@ -230,8 +247,9 @@ def main(argv=None) -> int:
     e.add_argument("-o", "--output", default=None, help="the page's path (one notebook)")
     e.set_defaults(fn=_export_html)
     c = sub.add_parser("cache", help="the cache of converted weights: info | warm "
-                       "(convert the default model and compile the numba kernels now) | clear")
-    c.add_argument("action", choices=["info", "warm", "clear"])
+                       "(convert the default model and compile the numba kernels now) | verify "
+                       "(re-hash every file) | clear")
+    c.add_argument("action", choices=["info", "warm", "verify", "clear"])
     c.set_defaults(fn=_cache)
     v = sub.add_parser("vllm", help="vLLM beside the lab: `inferlab vllm serve`")
     vs = v.add_subparsers(dest="vllm_cmd", required=True)

@@ -48,7 +48,7 @@ class Engine:
         check_backend(cfg.attention_backend, device, cfg.linear_backend)   # before the model loads
         self.loaded = load_model(cfg.model, cfg.dtype, device, cfg.seed)
         self.tokenizer = self.loaded.tokenizer
-        hf_cfg = self.loaded.hf_model.config
+        hf_cfg = self.loaded.config
         self.vocab_size = hf_cfg.vocab_size
         self.eos_token_id = _first(getattr(self.tokenizer, "eos_token_id", None)
                                    if self.tokenizer else hf_cfg.eos_token_id)
@@ -63,7 +63,7 @@ class Engine:
         self.num_blocks = cfg.num_blocks or auto_num_blocks(
             cfg.kv_cache_memory or default_kv_cache_memory(), bytes_per_token, cfg.block_size,
             cfg.max_num_seqs * cdiv(self.max_model_len, cfg.block_size))
-        self.runner = ModelRunner(self.loaded.hf_model, self.num_blocks, cfg.block_size,
+        self.runner = ModelRunner(self.loaded, self.num_blocks, cfg.block_size,
                                   cfg.attention_backend, cfg.seed, cfg.linear_backend)
         if self.runner.backend == "numba-cpu":
             import numba

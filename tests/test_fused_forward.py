@@ -11,6 +11,7 @@ import torch
 import inferlab as il
 from inferlab.core.shapes import cdiv
 from inferlab.model.fused import FusedForward
+from inferlab.model import weights
 from inferlab.model.llama import AttentionMetadata, LlamaForward, attention
 
 from test_parity import check_parity
@@ -109,7 +110,7 @@ def test_qwen2_biases_and_tied_shapes_fused_match_per_op():
         for layer in hf.model.layers:
             for p in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
                 p.bias.normal_(0, 0.5)
-    fwd = LlamaForward(hf, "numba+onednn")
+    fwd = LlamaForward(weights.from_hf(hf), "numba+onednn")
     assert fwd.layers[0].bqkv is not None
     assert_close(fused_vs_per_op(fwd, [(list(range(10, 50)), 39)], 4), 1e-4)
     assert_close(fused_vs_per_op(fwd, [(list(range(10, 50)), 30), (list(range(60, 70)), 0)], 4),

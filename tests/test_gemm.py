@@ -43,9 +43,8 @@ def test_gemm_names_disagreeing_shapes():
 def test_numba_linear_backend_matches_f_linear():
     torch.manual_seed(0)
     w, b = torch.randn(200, 96), torch.randn(200)
-    owner = torch.nn.Module()
     lin = linear.Linear("numba")
-    lin.prepare(w, owner)
+    lin.prepare(w, "w", {})
     assert isinstance(lin.packed(w), np.ndarray)
     for rows in (1, 2, 17, 64):
         x = torch.randn(96, rows).t()                        # not contiguous

@@ -299,11 +299,14 @@ def test_smollm2_from_the_cache_equals_the_gguf(cache):
     load_model.cache_clear()
     try:
         converted = il.Engine()
-        assert converted.loaded.cache_path is None
+        assert converted.loaded.origin == "converted"
+        assert converted.loaded.cache_path == str(entry_of(cache))     # written for next time
         out_a = converted.generate(prompts, sp, use_tqdm=False)
         load_model.cache_clear()
         with no_network():
             cached = il.Engine()                    # reading the cache stays offline
+        # the engine's own file (memory-mapped, no transformers model built to start)
+        assert cached.loaded.origin == "engine file"
         assert cached.loaded.cache_path == str(entry_of(cache))
         out_b = cached.generate(prompts, sp, use_tqdm=False)
         assert_same_weights(converted.loaded.hf_model, cached.loaded.hf_model)
@@ -312,6 +315,16 @@ def test_smollm2_from_the_cache_equals_the_gguf(cache):
             assert a.token_ids == b.token_ids and a.text == b.text
         manifest = json.loads((entry_of(cache) / hf_dir.MANIFEST).read_text())
         assert manifest["dtype"] == "float32" and len(manifest["source_sha256"]) == 64
+        # a damaged engine file: warned about, removed, the entry read through transformers,
+        # the file written again for the next start; the same tokens
+        from inferlab.model import engine_files
+        engine_file = entry_of(cache) / engine_files.WEIGHTS
+        engine_file.write_bytes(engine_file.read_bytes()[:4096])
+        load_model.cache_clear()
+        with pytest.warns(UserWarning, match="damaged"):
+            again = il.Engine()
+        assert again.loaded.origin == "cache" and engine_file.stat().st_size > 10 ** 8
+        assert again.generate(prompts[:1], sp, use_tqdm=False)[0].token_ids == out_a[0].token_ids
         # a random-weight model borrows the tokenizer from the entry, not the GGUF's vocabulary
         from inferlab.model.loader import DEFAULT_GGUF, default_tokenizer, load_tokenizer
         tok, from_gguf = default_tokenizer(), load_tokenizer(smollm2_dir(), DEFAULT_GGUF)

@@ -37,7 +37,6 @@ from inferlab import kernels
 LINEAR_BACKENDS = ("torch", "onednn", "onednn-packed", "numba", "numba+onednn",
                    "numba+onednn-packed")
 PACK_HINT_ROWS = 32      # the row count oneDNN lays the packed weights out for (any count runs)
-_PACKED_ATTR = {"onednn": "_inferlab_packed", "numba": "_inferlab_panels"}
 
 
 def unavailable(name: str, device: str, dtype) -> str | None:
@@ -95,9 +94,9 @@ def onednn_pack(w):
 
 class Linear:
     """``y = x @ w.T + b`` by one backend. The model keeps its plain weights; ``prepare(w,
-    owner)`` adds what the backend needs beside them (oneDNN's packed copy or the numba GEMM's
-    panels, kept on ``owner``, the model's own module, so that every engine sharing a cached
-    model shares one copy too) and ``packed(w)`` returns it."""
+    name, store)`` adds what the backend needs beside them (oneDNN's packed copy or the numba
+    GEMM's panels), kept in ``store`` under ``name`` (``ModelWeights.packed``: every engine on
+    the same weights shares one copy; numba panels may come from the weights cache)."""
 
     def __init__(self, backend: str):
         self.backend = backend
@@ -112,15 +111,12 @@ class Linear:
                 return kernels.pack_panels(w.numpy())
             return onednn_pack(w)
 
-    def prepare(self, w: torch.Tensor, owner) -> torch.Tensor:
+    def prepare(self, w: torch.Tensor, name: str, store: dict) -> torch.Tensor:
         if self._pack:
-            attr = _PACKED_ATTR[self._pack]
-            cache = getattr(owner, attr, None)
-            key = (w.data_ptr(), tuple(w.shape))
-            if cache is None or cache[0] != key:
-                cache = (key, self._make_packed(w))
-                object.__setattr__(owner, attr, cache)           # plain attribute
-            self._packed[id(w)] = (w, cache[1])                  # w kept: its id stays its own
+            key = (self._pack, name)
+            if key not in store:
+                store[key] = self._make_packed(w)
+            self._packed[id(w)] = (w, store[key])                  # w kept: its id stays its own
         return w
 
     def packed(self, w: torch.Tensor):

@@ -22,6 +22,7 @@ from inferlab import kernels
 
 from ..core.shapes import ModelShape
 from .linear import Linear
+from .weights import ModelWeights
 
 
 _NULL = contextlib.nullcontext()
@@ -44,38 +45,10 @@ class AttentionMetadata:
     backend: str
 
 
-@dataclass(slots=True)
-class LayerWeights:
-    input_norm: torch.Tensor         # [hidden]
-    wqkv: torch.Tensor               # [(H + 2*KVH) * D, hidden]  q, k, v projections fused
-    bqkv: torch.Tensor | None        # [(H + 2*KVH) * D]          Qwen2 has biases here
-    wo: torch.Tensor                 # [hidden, H * D]
-    post_norm: torch.Tensor          # [hidden]
-    w_gate_up: torch.Tensor          # [2 * intermediate, hidden] gate and up fused
-    w_down: torch.Tensor             # [hidden, intermediate]
-
-
 class LlamaForward:
-    def __init__(self, hf_model, linear_backend: str = "torch"):
-        def _fuse(linears):
-            # One [sum(out), in] weight for several Linear layers; the layers then *view* into
-            # it, so the fused copy costs no memory (~280 MB for SmolLM2 in fp32, which is what
-            # keeps a Binder pod under its limit) and the transformers model still works.
-            fused = getattr(linears[0], "_inferlab_fused", None)
-            if fused is not None and fused.data_ptr() == linears[0].weight.data_ptr():
-                return fused            # another engine already fused this (cached) model
-            with torch.no_grad():
-                w = torch.cat([lin.weight.detach() for lin in linears])
-                offset = 0
-                for lin in linears:
-                    n = lin.weight.shape[0]
-                    lin.weight.data = w[offset:offset + n]
-                    offset += n
-            linears[0]._inferlab_fused = w
-            return w
-
-        cfg = hf_model.config
-        m = hf_model.model
+    def __init__(self, weights: ModelWeights, linear_backend: str = "torch"):
+        cfg = weights.config
+        self.weights = weights
         self.timer = NO_TIMER
         self.linear = lin = Linear(linear_backend)   # how the GEMMs run (model/linear.py)
         self.config = cfg
@@ -86,25 +59,14 @@ class LlamaForward:
         self.head_dim = shape.head_dim
         self.eps = cfg.rms_norm_eps
         self.scale = self.head_dim ** -0.5
-        self.embed = m.embed_tokens.weight.detach()                 # [vocab, hidden]
-        self.norm = m.norm.weight.detach()
-        self.lm_head = lin.prepare(hf_model.lm_head.weight.detach(), hf_model.lm_head)
-        self.layers = []
-        for layer in m.layers:
-            a, mlp = layer.self_attn, layer.mlp
-            bias = [p.bias for p in (a.q_proj, a.k_proj, a.v_proj)]
-            self.layers.append(LayerWeights(
-                input_norm=layer.input_layernorm.weight.detach(),
-                wqkv=lin.prepare(_fuse([a.q_proj, a.k_proj, a.v_proj]), a.q_proj),
-                bqkv=torch.cat(bias).detach() if bias[0] is not None else None,
-                wo=lin.prepare(a.o_proj.weight.detach(), a.o_proj),
-                post_norm=layer.post_attention_layernorm.weight.detach(),
-                w_gate_up=lin.prepare(_fuse([mlp.gate_proj, mlp.up_proj]), mlp.gate_proj),
-                w_down=lin.prepare(mlp.down_proj.weight.detach(), mlp.down_proj)))
-        # Rotary frequencies exactly as the model's own config defines them (incl. scaling).
-        rope = m.rotary_emb
-        self.inv_freq = rope.inv_freq.detach().float()              # [head_dim / 2]
-        self.rope_scaling = float(getattr(rope, "attention_scaling", 1.0))
+        self.embed = weights.embed                                   # [vocab, hidden]
+        self.norm = weights.norm
+        for name, w in weights.named():             # the backend's packed copies, if any
+            lin.prepare(w, name, weights.packed)
+        self.lm_head = weights.lm_head
+        self.layers = weights.layers
+        self.inv_freq = weights.inv_freq                             # [head_dim / 2]
+        self.rope_scaling = weights.rope_scaling
         self.dtype = self.embed.dtype
         self.device = self.embed.device
         _release_freed_memory()

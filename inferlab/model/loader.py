@@ -11,11 +11,10 @@ import importlib.util
 import io
 import os
 import warnings
-from dataclasses import dataclass
 
 from ..core.shapes import cdiv
 from ..errors import ModelLoadError
-from . import hf_dir, weights_cache
+from . import engine_files, hf_dir, weights_cache
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SUPPORTED_ARCHS = ("llama", "qwen2", "mistral")
@@ -32,13 +31,49 @@ RANDOM_MODELS = {
 }
 
 
-@dataclass
 class LoadedModel:
-    hf_model: object          # a transformers *ForCausalLM, eval mode, on device
-    tokenizer: object         # a transformers tokenizer (None when none could be found)
-    name: str                 # what to show people
-    source: str               # "gguf" | "directory" | "random"
-    cache_path: str | None = None   # the weights-cache entry read; None: converted or loaded here
+    """A loaded model: its weights as the engine runs them (``weights``), its tokenizer, and,
+    built on first use from the same memory, the transformers model (``hf_model``: the
+    parity tests, ``export-hf``, a chapter's look at logits)."""
+
+    def __init__(self, name: str, source: str, tokenizer, *, hf_model=None, weights=None,
+                 cache_path: str | None = None, origin: str = "loaded"):
+        self.name = name                  # what to show people
+        self.source = source              # "gguf" | "directory" | "random"
+        self.tokenizer = tokenizer        # a transformers tokenizer (None when none was found)
+        self.cache_path = cache_path      # the weights-cache entry, if the model has one
+        # how the weights came in this time: "converted" (the GGUF dequantized), "cache"
+        # (the entry through transformers), "engine file" (memory-mapped), "loaded", "random"
+        self.origin = origin
+        self._hf, self._weights = hf_model, weights
+
+    @property
+    def hf_model(self):
+        if self._hf is None:
+            from . import weights
+            self._hf = weights.hf_model(self._weights)
+        return self._hf
+
+    @property
+    def weights(self):
+        if self._weights is None:
+            from . import weights
+            self._weights = weights.from_hf(self._hf)
+        return self._weights
+
+    @property
+    def config(self):
+        return self._weights.config if self._weights is not None else self._hf.config
+
+    def attach_cached_panels(self) -> None:
+        """The numba GEMM's panels from the cache entry, when it holds them."""
+        for name, p in engine_files.load_panels(self.cache_path).items():
+            self.weights.packed.setdefault(("numba", name), p)
+
+    def keep_panels(self) -> None:
+        """Save the panels packed for these weights into the cache entry (once)."""
+        engine_files.save_panels(self.cache_path, {k[1]: v for k, v in self.weights.packed.items()
+                                                   if k[0] == "numba"})
 
 
 def smollm2_dir() -> str:
@@ -128,8 +163,8 @@ def _random_model(name: str, dtype, seed: int) -> LoadedModel:
         torch.manual_seed(seed)
         with _quiet():
             model = LlamaForCausalLM(cfg)
-    return LoadedModel(model.to(dtype).eval(), tok, f"{name} (random weights, seed {seed})",
-                       "random")
+    return LoadedModel(f"{name} (random weights, seed {seed})", "random", tok,
+                       hf_model=model.to(dtype).eval(), origin="random")
 
 
 @functools.lru_cache(maxsize=2)
@@ -167,13 +202,28 @@ def load_model_uncached(spec: str | None, dtype: str = "float32", device: str = 
         directory, gguf, name = spec, None, os.path.basename(os.path.normpath(spec))
     if gguf is None:
         model, tok = _from_pretrained(directory, None, name, torch_dtype)
-        return _move(LoadedModel(model, tok, name, "directory"), device)
+        return _move(LoadedModel(name, "directory", tok, hf_model=model), device)
+    source = os.path.join(directory, gguf)
+    on_cpu = torch.device(device).type == "cpu"
+    # Fast: the engine's own weight file in the cache entry, memory-mapped (engine_files.py).
+    entry = weights_cache.existing_entry(source, dtype) if on_cpu else None
+    fast = engine_files.load_weights(entry)
+    if fast is not None:
+        tok_entry = weights_cache.tokenizer_entry(source)
+        tok = load_tokenizer(tok_entry, None) if tok_entry else load_tokenizer(directory, gguf)
+        return LoadedModel(name, "gguf", tok, weights=fast, cache_path=entry,
+                           origin="engine file")
     # A GGUF is dequantized once, then read back from the weights cache (weights_cache.py).
     model, tok, entry = weights_cache.load_cached(
-        os.path.join(directory, gguf), dtype,
-        build=lambda: _from_pretrained(directory, gguf, name, torch_dtype),
+        source, dtype, build=lambda: _from_pretrained(directory, gguf, name, torch_dtype),
         read=lambda entry_dir: _in_memory(*_from_pretrained(entry_dir, None, name, torch_dtype)))
-    return _move(LoadedModel(model, tok, name, "gguf", entry), device)
+    lm = _move(LoadedModel(name, "gguf", tok, hf_model=model, origin="cache" if entry else
+                           "converted", cache_path=entry or weights_cache.existing_entry(source,
+                                                                                          dtype)),
+               device)
+    if on_cpu:                       # for the next start: the engine's own file
+        engine_files.save_weights(lm.cache_path, lm.weights)
+    return lm
 
 
 def _in_memory(model, tok):

@@ -17,7 +17,7 @@ from inferlab import kernels
 from ..core.events import SchedulerOutput
 from ..core.shapes import cdiv
 from ..errors import InvalidInputError
-from . import linear
+from . import linear, precompile
 from .fused import FusedForward, attention_for, fused_runs
 from .llama import NO_TIMER, AttentionMetadata, LlamaForward, attention
 from .resources import available_memory
@@ -36,12 +36,11 @@ def check_backend(name: str, device: str, linear_backend: str = "auto") -> str:
         raise InvalidInputError(f"attention_backend: {e}") from None
 
 
-def _linear_backend(name: str, hf_model) -> str:
-    p = hf_model.lm_head.weight
-    weight_bytes = sum(m.weight.numel() for m in hf_model.modules()
-                       if isinstance(m, torch.nn.Linear)) * p.element_size()
+def _linear_backend(name: str, weights) -> str:
+    p = weights.embed
     try:
-        return linear.resolve(name, p.device.type, p.dtype, weight_bytes, available_memory())
+        return linear.resolve(name, p.device.type, p.dtype, weights.linear_bytes,
+                              available_memory())
     except ValueError as e:
         raise InvalidInputError(f"linear_backend: {e}") from None
 
@@ -61,10 +60,15 @@ class ForwardPlan:
 
 
 class ModelRunner:
-    def __init__(self, hf_model, num_blocks: int, block_size: int, backend: str, seed: int,
+    def __init__(self, loaded, num_blocks: int, block_size: int, backend: str, seed: int,
                  linear_backend: str = "auto"):
-        self.linear_backend = _linear_backend(linear_backend, hf_model)
-        self.model = LlamaForward(hf_model, self.linear_backend)
+        """``loaded``: a ``model.loader.LoadedModel`` (its weights; the cache for panels)."""
+        self.linear_backend = _linear_backend(linear_backend, loaded.weights)
+        if self.linear_backend == "numba":
+            loaded.attach_cached_panels()
+        self.model = LlamaForward(loaded.weights, self.linear_backend)
+        if self.linear_backend == "numba":
+            loaded.keep_panels()
         self.device = self.model.device
         self.block_size = block_size
         self.num_blocks = num_blocks
@@ -116,7 +120,11 @@ class ModelRunner:
     def warm_up(self) -> None:
         """Run the prefill and decode kernels once on scratch blocks, so that JIT compilation
         (numba: seconds on first use) is paid at engine creation, not inside the first
-        request's measured time to first token."""
+        request's measured time to first token. On a CPU that has not compiled the numba
+        kernels yet, they are compiled first, on every core, with a note (model/precompile)."""
+        if self.backend == "numba-cpu" or self.linear_backend.startswith("numba"):
+            precompile.ensure_compiled(self.model.num_layers,
+                                       self.model.layers[0].bqkv is not None)
         if self.num_blocks >= 1:
             self.prompt_logits([1, 2][: self.block_size * self.num_blocks])
             self.prompt_logits([1])

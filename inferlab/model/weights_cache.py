@@ -92,6 +92,16 @@ def entry_name(source: str, dtype: str, sha256: str | None = None) -> str:
     return f"{stem}-{(sha256 or file_sha256(source))[:16]}-{dtype}-tf{major}"
 
 
+def existing_entry(source: str, dtype: str) -> str | None:
+    """The entry directory for ``source`` and ``dtype`` if there is one (not verified)."""
+    if not enabled():
+        return None
+    with contextlib.suppress(OSError):
+        entry = os.path.join(weights_dir(), entry_name(source, dtype))
+        return entry if os.path.isdir(entry) else None
+    return None
+
+
 # ---- reading -------------------------------------------------------------------------------
 
 def _read_verified(entry: str, expect: dict, read):
