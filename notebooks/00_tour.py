@@ -90,15 +90,18 @@ kv
 # %% [markdown]
 # ## 5. Static vs continuous batching (chapter 5)
 #
-# The same small workload under both schedulers, timed on a simulated H100 (the tokens are
-# computed here by a tiny random model; the time is priced as if an 8B model ran on the GPU).
+# Real chat requests (bundled with the lab: questions, instructions, conversations, a tool
+# call, a dozen languages), answered by the same SmolLM2 until it stops on its own, under both
+# schedulers. The tokens, their number and where each answer stops are the real model's;
+# the time axis is a simulated H100 pricing each step as if an 8B model ran on the GPU (so
+# the picture does not move with this CPU's noise), and says so.
 
 # %%
-from inferlab.sim import workloads as wl
-work = wl.synthetic(12, prompt_len=wl.Uniform(16, 48), output_len=wl.CappedExponential(24, 96), seed=0)
+from inferlab.sim.chat_requests import chat_requests
+work = chat_requests(eng.tokenizer, 8 if SMOKE else 16, max_tokens=32 if SMOKE else 96)
 cmp = BatchingComparison.run(work, ("static", dict(scheduler="static")),
                              ("continuous", dict(scheduler="continuous")),
-                             model="tiny", max_num_seqs=4, num_blocks=256,
+                             model=None, max_num_seqs=4, num_blocks=256,
                              clock="H100", sim_model="llama-3-8b")
 cmp
 
@@ -106,9 +109,26 @@ cmp
 # ## 6. Your turn: the Lab
 #
 # Pick the scheduler, KV layout, block size, batch limits and a workload, then press **Run**.
-# The run happens in the background, so the notebook stays usable. (It runs the tiny random
-# model, so it is quick; the mechanics are the same.) The chapters 01-10 each take one claim
-# about inference and test it on this engine.
+# It runs SmolLM2 on real chat requests, in the background, so the notebook stays usable.
+# Every run adds a row to the table under the controls (throughput, TTFT and inter-token
+# latency p50/p99, peak KV use and waste, preemptions, recomputed tokens, and the knobs that
+# differ); pick two runs and **Compare** puts them side by side. The chapters 01-10 each take
+# one claim about inference and test it on this engine.
 
 # %%
-Lab()
+lab = Lab(num_requests=6 if SMOKE else 12, max_tokens=32 if SMOKE else 64)
+lab
+
+# %% [markdown]
+# ### A what-if: block size 16 → 64
+#
+# The same requests twice, changing one knob. Bigger blocks mean fewer block-table entries
+# and bigger kernel tiles, but every request's last block is on average half empty, and a
+# prefix is shared only in whole blocks: watch peak KV waste and the prefix-cache hits.
+
+# %%
+lab.start().join()                             # run 1: block size 16
+lab.controls["block_size"].value = 32 if SMOKE else 64
+lab.start().join()                             # run 2: the bigger blocks
+lab.compare(1, 2)
+lab.runs.to_csv()                              # or lab.runs.to_frame() with pandas

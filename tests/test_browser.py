@@ -37,7 +37,7 @@ CELLS = [
     "cmp = BatchingComparison.run(synthetic(8, prompt_len=16, output_len=Uniform(4, 24), seed=0), "
     "('static', dict(scheduler='static')), ('continuous', dict(scheduler='continuous')), "
     "model='tiny', num_blocks=64, block_size=4, max_num_seqs=4); cmp",
-    "lab = Lab(num_requests=150, rate=0.0); lab",
+    "lab = Lab('tiny', workload_kind='random tokens: synthetic', num_requests=150, rate=0.0); lab",
 ]
 
 

@@ -36,8 +36,8 @@ def same_as_replay(view):
 
 
 def test_two_labs_in_one_kernel_do_not_cross_talk():
-    a = Lab(num_requests=30, rate=0.0, num_blocks=64, block_size=4, max_num_seqs=2)
-    b = Lab(num_requests=200, rate=0.0, num_blocks=256, block_size=8, max_num_seqs=1)
+    a = Lab("tiny", workload_kind="random tokens: synthetic", num_requests=30, rate=0.0, num_blocks=64, block_size=4, max_num_seqs=2)
+    b = Lab("tiny", workload_kind="random tokens: synthetic", num_requests=200, rate=0.0, num_blocks=256, block_size=8, max_num_seqs=1)
     b.start()
     a.start()
     try:

@@ -138,7 +138,7 @@ def test_interrupt_during_stream(kernel):
 
 
 def test_interrupt_while_the_lab_runs_in_the_background(kernel):
-    kernel.run("lab = Lab(num_requests=200, rate=0.0, max_num_seqs=4); lab.start()")
+    kernel.run("lab = Lab('tiny', workload_kind='random tokens: synthetic', num_requests=200, rate=0.0, max_num_seqs=4); lab.start()")
     # the cell has returned: the kernel is idle while the run goes on in its thread
     for _ in range(1500):                   # up to about 5 minutes on a busy machine
         if kernel.value("len(lab.trace) if lab.trace is not None else 0") >= 5:

@@ -297,7 +297,7 @@ def submit(eng):
 def test_the_lab_records_each_run_to_a_file(tmp_path):
     from inferlab.widgets import Lab
     path = tmp_path / "lab.trace.jsonl"
-    lab = Lab(num_requests=6, rate=0.0, num_blocks=64, block_size=4, record_to=path)
+    lab = Lab("tiny", workload_kind="random tokens: synthetic", num_requests=6, rate=0.0, num_blocks=64, block_size=4, record_to=path)
     lab.start().join(300)
     assert lab.status.value.startswith("done"), lab.status.value
     assert isinstance(lab.trace.records, trace_lines.StepLog) and lab.trace.writer.closed

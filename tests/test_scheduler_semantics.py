@@ -75,7 +75,7 @@ def test_a_prompt_longer_than_the_budget_is_refused_when_chunking_is_off():
 
 def test_lab_shows_an_invalid_budget_in_its_status():
     from inferlab.widgets import Lab
-    lab = Lab(enable_chunked_prefill=False, max_num_batched_tokens=256, num_requests=1)
+    lab = Lab("tiny", enable_chunked_prefill=False, max_num_batched_tokens=256, num_requests=1)
     lab._run()                       # in this thread: the engine refuses the pair
     assert lab.status.value.startswith("error: InvalidInputError")
     assert "(256)" in lab.status.value and "(2048)" in lab.status.value

@@ -152,7 +152,7 @@ def test_comparison_run():
 
 
 def test_lab_runs_and_stops():
-    lab = Lab(num_requests=60)
+    lab = Lab("tiny", workload_kind="random tokens: synthetic", num_requests=60)
     th = lab.start()
     assert wait_until(lambda: lab.timeline.num_steps > 2, 60)
     lab.stop()
@@ -161,3 +161,35 @@ def test_lab_runs_and_stops():
     assert not lab.run_button.disabled and lab.stop_button.disabled
     assert len(lab.trace) == lab.timeline.num_steps
     assert lab.engine.stats().num_running == 0 and lab.engine.stats().num_waiting == 0
+
+
+def test_lab_defaults_to_the_real_model_and_real_requests():
+    lab = Lab()
+    assert lab.model is None and lab.workload_kind.value == "chat requests"
+
+
+def test_lab_runs_table_and_comparison_of_two_runs(tmp_path):
+    """The what-if loop: two runs that differ in one knob, a row each, then side by side."""
+    lab = Lab("tiny", num_requests=4, max_tokens=8, num_blocks=64, block_size=16)
+    lab._run()                                        # in this thread
+    lab.controls["block_size"].value = 4
+    lab.controls["num_blocks"].value = 256
+    lab._run()
+    assert [r["run"] for r in lab.runs.rows] == [1, 2]
+    assert lab.runs.changed_knobs() == ["block_size", "num_blocks"]
+    assert "block_size" in lab.runs_view.value and "TTFT p99" in lab.runs_view.value
+    row = lab.runs.rows[0]
+    assert row["requests"] == 4 and row["model"].startswith("tiny (random weights")
+    assert row["workload"].startswith("4 real chat requests")
+    frame = lab.runs.to_frame()
+    assert list(frame.index) == [1, 2] and frame.loc[2, "block_size"] == 4
+    csv_text = lab.runs.to_csv(str(tmp_path / "runs.csv"))
+    assert (tmp_path / "runs.csv").read_text() == csv_text and csv_text.count("\n") == 3
+    assert not lab.compare_button.disabled and (lab.compare_a.value, lab.compare_b.value) == (1, 2)
+    lab.compare(1, 2)
+    deltas, sides = lab.comparison.children
+    assert "block_size" in deltas.value and "run 2 / run 1" in deltas.value
+    assert [len(side.children) for side in sides.children] == [3, 3]
+    assert sides.children[0].children[1].num_steps == len(lab._traces[1])
+    changes = {w: c for w, _, _, c in lab.runs.deltas(1, 2)}
+    assert changes["block_size"] == "changed" and changes["peak KV blocks"].endswith("x")

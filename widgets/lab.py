@@ -1,5 +1,10 @@
 """Lab: engine settings and a workload as controls, a run button, and the live views.
 
+SmolLM2-135M-Instruct (real weights) by default, answering real chat requests (bundled with
+the lab, sim/chat_requests.py) until it stops on its own. Every run ends with a summary row in
+the runs table under the controls (``lab.runs``: ``to_frame()``, ``to_csv()``); pick two runs
+and Compare shows their timelines and KV maps side by side with the change in every number.
+
 A run goes in a background thread (the notebook stays responsive) and can be stopped: the
 stop button makes the run loop abort every request at the next step boundary. So does
 Kernel -> Interrupt while a run goes on (see ``_stop_on_kernel_interrupt``); the views keep
@@ -14,6 +19,7 @@ import weakref
 
 import ipywidgets as w
 
+from inferlab.lab.runs import RunsTable, summary
 from inferlab.observe.trace import Trace
 
 from inferlab.widgets._base import STATIC_IMAGES
@@ -22,16 +28,24 @@ from inferlab.widgets.timeline import SchedulerTimeline
 from inferlab.widgets.token_stream import TokenStream
 
 
-def _workload(kind: str, n: int, rate: float, seed: int = 0):
+WORKLOADS = ("chat requests", "random tokens: synthetic", "random tokens: chat sessions",
+             "random tokens: agent loops")
+
+
+def _workload(kind: str, n: int, rate: float, max_tokens: int, tokenizer, seed: int = 0):
     from inferlab.sim import workloads as wl
     arrival = wl.Poisson(rate) if rate > 0 else None
-    if kind == "chat sessions":
-        return wl.chat_sessions(max(1, n // 3), turns=3, system_prompt_len=32, output_len=16,
+    if kind == "chat requests":            # real requests, answers end at EOS (capped)
+        from inferlab.sim.chat_requests import chat_requests
+        return chat_requests(tokenizer, n, max_tokens=max_tokens, arrival=arrival, seed=seed)
+    cap = min(max_tokens, 24)
+    if kind == "random tokens: chat sessions":
+        return wl.chat_sessions(max(1, n // 3), turns=3, system_prompt_len=32, output_len=cap,
                                 think_time=0.05, arrival=arrival, seed=seed)
-    if kind == "agent loops":
-        return wl.agent_loops(max(1, n // 3), tool_calls=2, tools_prompt_len=48, output_len=12,
+    if kind == "random tokens: agent loops":
+        return wl.agent_loops(max(1, n // 3), tool_calls=2, tools_prompt_len=48, output_len=cap,
                               tool_latency=0.05, arrival=arrival, seed=seed)
-    return wl.synthetic(n, prompt_len=wl.Uniform(8, 48), output_len=wl.Uniform(4, 24),
+    return wl.synthetic(n, prompt_len=wl.Uniform(8, 48), output_len=wl.Uniform(4, max(4, cap)),
                         arrival=arrival, seed=seed)
 
 
@@ -73,7 +87,7 @@ def _stop_on_kernel_interrupt() -> None:
 
 
 class Lab(w.VBox):
-    def __init__(self, model: str | None = "tiny", *, record_to=None, **defaults):
+    def __init__(self, model: str | None = None, *, record_to=None, **defaults):
         self.model = model
         self.record_to = record_to
         s = w.Layout(width="240px")
@@ -81,7 +95,7 @@ class Lab(w.VBox):
         self.controls = {
             "scheduler": w.Dropdown(options=["continuous", "static"], description="scheduler", layout=s, style=st),
             "kv_layout": w.Dropdown(options=["paged", "contiguous"], description="KV layout", layout=s, style=st),
-            "block_size": w.Dropdown(options=[4, 8, 16, 32], value=16, description="block size", layout=s, style=st),
+            "block_size": w.Dropdown(options=[4, 8, 16, 32, 64], value=16, description="block size", layout=s, style=st),
             "num_blocks": w.IntSlider(value=128, min=16, max=1024, step=16, description="KV blocks", layout=s, style=st),
             "max_num_seqs": w.IntSlider(value=8, min=1, max=64, description="max seqs", layout=s, style=st),
             "max_num_batched_tokens": w.IntSlider(value=256, min=32, max=4096, step=32, description="token budget", layout=s, style=st),
@@ -89,8 +103,9 @@ class Lab(w.VBox):
             "enable_prefix_caching": w.Checkbox(value=True, description="prefix caching", layout=s, style=st),
             "clock": w.Dropdown(options=["wall", "H100", "A100", "L4"], description="clock", layout=s, style=st),
         }
-        self.workload_kind = w.Dropdown(options=["synthetic", "chat sessions", "agent loops"], description="workload", layout=s, style=st)
+        self.workload_kind = w.Dropdown(options=WORKLOADS, description="workload", layout=s, style=st)
         self.num_requests = w.IntSlider(value=12, min=1, max=200, description="requests", layout=s, style=st)
+        self.max_tokens = w.IntSlider(value=64, min=4, max=512, step=4, description="max tokens", layout=s, style=st)
         self.rate = w.FloatSlider(value=0.0, min=0.0, max=200.0, step=1.0, description="arrivals/s (0=all)", layout=s, style=st)
         for k, v in defaults.items():
             (self.controls.get(k) or getattr(self, k)).value = v
@@ -109,12 +124,25 @@ class Lab(w.VBox):
         self.thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._interrupted = False
-        ctl = list(self.controls.values()) + [self.workload_kind, self.num_requests, self.rate]
+        ctl = list(self.controls.values()) + [self.workload_kind, self.num_requests, self.rate,
+                                              self.max_tokens]
         grid = w.GridBox(ctl, layout=w.Layout(grid_template_columns="repeat(3, 250px)"))
         tabs = w.Tab([self.timeline, self.kv_map, self.tokens])
         for i, name in enumerate(["Scheduler timeline", "KV blocks", "Token stream"]):
             tabs.set_title(i, name)
-        super().__init__([grid, w.HBox([self.run_button, self.stop_button, self.status]), tabs])
+        self.runs = RunsTable()
+        self._traces: dict[int, Trace] = {}
+        self.runs_view = w.HTML(self.runs.html())
+        self.runs_view.add_class("il-lab-runs")
+        self.compare_a = w.Dropdown(options=[], description="compare run", layout=w.Layout(width="180px"))
+        self.compare_b = w.Dropdown(options=[], description="with run", layout=w.Layout(width="180px"))
+        self.compare_button = w.Button(description="Compare", icon="columns", disabled=True)
+        self.compare_button.add_class("il-lab-compare")
+        self.compare_button.on_click(lambda _: self.compare(self.compare_a.value, self.compare_b.value))
+        self.comparison = w.VBox([])
+        super().__init__([grid, w.HBox([self.run_button, self.stop_button, self.status]),
+                          self.runs_view, w.HBox([self.compare_a, self.compare_b, self.compare_button]),
+                          self.comparison, tabs])
         self.add_class("il-lab")
 
     def config(self) -> dict:
@@ -153,7 +181,8 @@ class Lab(w.VBox):
                 eng = self.engine = Engine(self.model, **self.config())
             if self._stop.is_set():        # Stop pressed while the model was loading
                 eng.request_stop()
-            wl = _workload(self.workload_kind.value, self.num_requests.value, self.rate.value)
+            wl = _workload(self.workload_kind.value, self.num_requests.value, self.rate.value,
+                           self.max_tokens.value, eng.tokenizer)
             self.trace = Trace.record(eng, path=self.record_to, workload=wl.description)
             for v in self.views:
                 v.attach(eng, trace=self.trace)
@@ -162,13 +191,41 @@ class Lab(w.VBox):
             self._end_run()
             word = ("interrupted (Kernel → Interrupt)" if self._interrupted else
                     "stopped" if self._stop.is_set() else "done")
-            self.status.value = (f"{word}: {len(outs)}/{len(wl)} requests finished in "
-                                 f"{len(self.trace)} steps ({eng.clock_name} clock)")
+            run = self._add_run(eng, wl, outs)
+            self.status.value = (f"{word}: run {run}, {len(outs)}/{len(wl)} requests finished in "
+                                 f"{len(self.trace)} steps on {eng.model_name} "
+                                 f"({eng.clock_name} clock); its summary is row {run} below")
         except Exception as e:  # noqa: BLE001 - show it, keep the lab usable
             self.status.value = f"error: {type(e).__name__}: {e}"
         finally:
             self._end_run()
             self.run_button.disabled, self.stop_button.disabled = False, True
+
+    def _add_run(self, eng, wl, outs) -> int:
+        """The run's summary row in the runs table; its trace kept for Compare."""
+        row = summary([o for o in outs if o.finished], eng.stats(), self.config(),
+                      model=eng.model_name, workload=wl.description, clock=eng.clock_name)
+        run = self.runs.add(row)
+        self._traces[run] = self.trace
+        self.runs_view.value = self.runs.html()
+        runs = [r["run"] for r in self.runs.rows]
+        self.compare_a.options, self.compare_b.options = runs, runs
+        if len(runs) >= 2:
+            self.compare_a.value, self.compare_b.value = runs[-2], runs[-1]
+        self.compare_button.disabled = len(runs) < 2
+        return run
+
+    def compare(self, a: int, b: int) -> None:
+        """Runs ``a`` and ``b`` side by side: the change in every number, their timelines and
+        KV maps (replayed from their traces)."""
+        deltas = w.HTML(self.runs.deltas_html(a, b))
+        deltas.add_class("il-lab-deltas")
+        sides = []
+        for run in (a, b):
+            trace = self._traces[run]
+            sides.append(w.VBox([w.HTML(f"<b>run {run}</b>"), SchedulerTimeline(trace),
+                                 KVBlockMap(trace)], layout=w.Layout(width="50%")))
+        self.comparison.children = [deltas, w.HBox(sides)]
 
     def _end_run(self) -> None:
         """Views show the last step; the trace stops recording (its file gets its end)."""

@@ -147,6 +147,9 @@ class WorkloadRequest:
     parent: str | None = None        # follow-up of this request (chat turn, agent step)
     think_time: float = 0.0          # follow-up arrives this long after the parent finished
     session: str | None = None
+    messages: list | None = None     # a real chat request: sent as messages (rendered by the
+                                     # engine's template into prompt_token_ids)
+    ignore_eos: bool = True          # False: the answer ends at EOS (max_tokens is a cap)
 
 
 @dataclass(slots=True)
@@ -316,12 +319,14 @@ def run_workload(engine, workload: Workload, *, progress: bool = True) -> list:
             children[r.parent].append(r)
 
     def submit(r, prompt, arrival):
-        engine.add_request(prompt, SamplingParams(max_tokens=r.max_tokens, ignore_eos=True),
+        engine.add_request(prompt, SamplingParams(max_tokens=r.max_tokens,
+                                                  ignore_eos=r.ignore_eos),
                            request_id=r.request_id, arrival_time=arrival)
 
     for r in workload.requests:
         if r.parent is None:
-            submit(r, list(r.prompt_token_ids), t0 + r.arrival_time)
+            submit(r, list(r.messages) if r.messages else list(r.prompt_token_ids),
+                   t0 + r.arrival_time)
     finished = {}
     with tqdm(total=len(workload), disable=not progress, desc=workload.name, unit="req") as bar:
         while engine.has_unfinished_requests():
