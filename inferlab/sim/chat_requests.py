@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.prompts import to_token_ids
 from ..errors import InvalidInputError, check_type
-from .workloads import Workload, WorkloadRequest, _arrivals
+from .workloads import Workload, WorkloadRequest, arrival_spec
 
 KINDS = ("question", "instruction", "multi-turn", "tool-loop")
 
@@ -47,7 +47,7 @@ def chat_requests(tokenizer, num_requests: int, *, max_tokens: int = 128, arriva
     rng = np.random.default_rng(seed)
     order = [pool[i] for _ in range(-(-num_requests // len(pool)))
              for i in rng.permutation(len(pool))][:num_requests]
-    times = _arrivals(arrival).sample(rng, num_requests)
+    times = arrival_spec(arrival).sample(rng, num_requests)
     vocab = len(tokenizer)
     reqs = [WorkloadRequest(f"{item['id']}-{k}", to_token_ids(item["messages"], tokenizer,
                                                               vocab)[0],
@@ -57,5 +57,5 @@ def chat_requests(tokenizer, num_requests: int, *, max_tokens: int = 128, arriva
     langs = sorted({item["lang"] for item in order})
     desc = (f"{num_requests} real chat requests ({', '.join(sorted({i['kind'] for i in order}))};"
             f" {len(langs)} languages), answers until EOS (cap {max_tokens} tokens), "
-            f"arrivals {_arrivals(arrival)}")
+            f"arrivals {arrival_spec(arrival)}")
     return Workload(name, reqs, desc, seed)

@@ -124,7 +124,7 @@ def _lengths(spec, name):
     return spec
 
 
-def _arrivals(spec):
+def arrival_spec(spec):
     if spec is None:
         return AllAtOnce()
     if not isinstance(spec, (AllAtOnce, Poisson, Gamma)):
@@ -224,7 +224,7 @@ def synthetic(num_requests: int, *, prompt_len=128, output_len=CappedExponential
         raise InvalidInputError(f"prefix_groups must be >= 1, got {prefix_groups}")
     rng = _check_common(vocab_size, low, seed)
     p_spec, o_spec = _lengths(prompt_len, "prompt_len"), _lengths(output_len, "output_len")
-    a_spec = _arrivals(arrival)
+    a_spec = arrival_spec(arrival)
     p_lens, o_lens = p_spec.sample(rng, num_requests), o_spec.sample(rng, num_requests)
     times = a_spec.sample(rng, num_requests)
     longest = int(p_lens.max())
@@ -254,7 +254,7 @@ def _sessions(ids, num, turns, *, system_len, first_len, follow_len, output_len,
     rng = _check_common(vocab_size, low, seed)
     f_spec, u_spec, o_spec = (_lengths(first_len, "first_len"), _lengths(follow_len, "follow_len"),
                               _lengths(output_len, "output_len"))
-    starts = _arrivals(arrival).sample(rng, num)
+    starts = arrival_spec(arrival).sample(rng, num)
     system = _tokens(rng, system_len, vocab_size, low)   # shared by every session
     reqs = []
     for s in range(num):
