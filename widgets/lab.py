@@ -107,6 +107,8 @@ class Lab(w.VBox):
         self.num_requests = w.IntSlider(value=12, min=1, max=200, description="requests", layout=s, style=st)
         self.max_tokens = w.IntSlider(value=64, min=4, max=512, step=4, description="max tokens", layout=s, style=st)
         self.rate = w.FloatSlider(value=0.0, min=0.0, max=200.0, step=1.0, description="arrivals/s (0=all)", layout=s, style=st)
+        for k, c in self.controls.items():
+            c.add_class(f"il-lab-{k.replace('_', '-')}")
         for k, v in defaults.items():
             (self.controls.get(k) or getattr(self, k)).value = v
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
@@ -134,8 +136,9 @@ class Lab(w.VBox):
         self._traces: dict[int, Trace] = {}
         self.runs_view = w.HTML(self.runs.html())
         self.runs_view.add_class("il-lab-runs")
-        self.compare_a = w.Dropdown(options=[], description="compare run", layout=w.Layout(width="180px"))
-        self.compare_b = w.Dropdown(options=[], description="with run", layout=w.Layout(width="180px"))
+        cmp_style = {"description_width": "80px"}
+        self.compare_a = w.Dropdown(options=[], description="compare run", layout=w.Layout(width="170px"), style=cmp_style)
+        self.compare_b = w.Dropdown(options=[], description="with run", layout=w.Layout(width="170px"), style=cmp_style)
         self.compare_button = w.Button(description="Compare", icon="columns", disabled=True)
         self.compare_button.add_class("il-lab-compare")
         self.compare_button.on_click(lambda _: self.compare(self.compare_a.value, self.compare_b.value))

@@ -28,6 +28,14 @@ NUMBERS = [
     ("steps", "steps", "{:.0f}"), ("requests", "requests", "{:.0f}"),
     ("output_tokens", "output tokens", "{:.0f}"),
 ]
+# compact, theme-aware (JupyterLab's CSS variables with fallbacks), numbers right-aligned
+STYLE = ("<style>.il-runs,.il-runs-deltas{border-collapse:collapse;font-size:12px;"
+         "font-variant-numeric:tabular-nums;margin:4px 0}"
+         ".il-runs th,.il-runs-deltas th{font-weight:600;text-align:right;vertical-align:bottom;"
+         "padding:2px 8px;max-width:90px;line-height:1.2;"
+         "border-bottom:1px solid var(--jp-border-color1,#999)}"
+         ".il-runs td,.il-runs-deltas td{text-align:right;padding:1px 8px;line-height:1.3}"
+         ".il-runs td:first-child,.il-runs-deltas td:first-child{text-align:left}</style>")
 KNOBS = ("scheduler", "kv_layout", "block_size", "num_blocks", "max_num_seqs",
          "max_num_batched_tokens", "enable_chunked_prefill", "enable_prefix_caching", "clock")
 
@@ -129,13 +137,13 @@ class RunsTable:
         head = "".join(f"<th>{html.escape(titles.get(c, c))}</th>" for c in cols)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(c, r.get(c)))}</td>"
                                         for c in cols) + "</tr>" for r in self.rows)
-        return (f'<table class="il-runs"><thead><tr>{head}</tr></thead>'
+        return (f'{STYLE}<table class="il-runs"><thead><tr>{head}</tr></thead>'
                 f"<tbody>{body}</tbody></table>")
 
     def deltas_html(self, a: int, b: int) -> str:
         rows = "".join(f"<tr><td>{html.escape(w)}</td><td>{html.escape(x)}</td>"
                        f"<td>{html.escape(y)}</td><td>{html.escape(c)}</td></tr>"
                        for w, x, y, c in self.deltas(a, b))
-        return (f'<table class="il-runs-deltas"><thead><tr><th></th><th>run {a}</th>'
+        return (f'{STYLE}<table class="il-runs-deltas"><thead><tr><th></th><th>run {a}</th>'
                 f"<th>run {b}</th><th>run {b} / run {a}</th></tr></thead><tbody>{rows}"
                 "</tbody></table>")
