@@ -32,6 +32,9 @@ def test_wheel_installs_kernels_and_widgets(tmp_path):
         "js = sorted(p.name for p in w.glob('*.js')); css = sorted(p.name for p in w.glob('*.css'));"
         "print(js, css);"
         "assert js and css;"
-        "import inferlab.kernels.reference")
+        "import inferlab.kernels.reference, inferlab.kernels.gemm_cpu, inferlab.kernels.decode_cpu;"
+        "from inferlab.sim.chat_requests import bundled;"
+        "assert len(bundled()) >= 40 and 'site-packages' in inferlab.sim.__file__;"
+        "import inferlab.connect.plugin.stat_logger, inferlab.tools.jupyter")
     r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
