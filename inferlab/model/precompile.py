@@ -41,8 +41,8 @@ def _marker(num_layers: int, bias: bool) -> pathlib.Path | None:
     import inferlab.kernels as k
     src = pathlib.Path(k.__file__).parent
     stamps = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in src.glob("*.py"))
-    key = hashlib.sha256(repr((magic, numba.__version__, stamps, num_layers, bias,
-                               numba.config.NUMBA_NUM_THREADS)).encode()).hexdigest()[:16]
+    key = hashlib.sha256(repr((magic, numba.__version__, stamps, num_layers, bias)).encode()
+                         ).hexdigest()[:16]
     base = pathlib.Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR else src / "__pycache__"
     return base / f"inferlab-kernels-{key}.compiled"
 
@@ -135,9 +135,11 @@ def ensure_compiled(num_layers: int, bias: bool, out=None) -> float | None:
     code = ("import sys; from inferlab.model.precompile import compile_part; "
             "compile_part(sys.argv[1], int(sys.argv[2]), sys.argv[3] == '1')")
     failed = []
+    # the workers compile the parallel kernels too, whatever this process's thread count
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_NUM_THREADS"}
     for i in range(0, len(PARTS), cores):
         procs = [(p, subprocess.Popen([sys.executable, "-c", code, p, str(num_layers),
-                                       "1" if bias else "0"], stdout=subprocess.DEVNULL,
+                                       "1" if bias else "0"], env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE, text=True))
                  for p in PARTS[i:i + cores]]
         for p, proc in procs:
