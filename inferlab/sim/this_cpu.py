@@ -37,7 +37,7 @@ VALIDATED_ERROR = {"median": 0.28, "worst": 0.47}
 SGEMM_SHAPES = ((512, 576, 1536), (512, 1536, 576), (512, 1024, 1024), (256, 2048, 2048))
 STREAM_BYTES = 256 * 2**20          # 8x a 32 MB L3: the stream comes from DRAM
 # Torch/numba calls the forward issues per layer. The engine's default path on this CPU is the
-# fused forward (model/fused_ops.py): the qkv/o/gate_up/down linears, two output buffers,
+# fused forward (model/fused.py): the qkv/o/gate_up/down linears, two output buffers,
 # the rotary + KV write kernel, attention, two residual-add + norm kernels, the SiLU-gate
 # kernel and a reshape (12; its ~10 zero-copy .numpy() views are cheaper than a torch op).
 # The op-by-op reference forward in model/llama.py issues ~24.
@@ -68,7 +68,7 @@ def timed(fn, repeats: int) -> list[float]:
 def measure_sgemm_flops(shapes=SGEMM_SHAPES, repeats: int = 5) -> float:
     """fp32 matmul FLOP/s: per shape the median of ``repeats`` through torch's ``mm`` and
     through oneDNN with prepacked weights, the faster of the two; median over shapes. (The
-    engine's own numba GEMM, model/gemm.py, is level with oneDNN at these prefill-sized
+    engine's own numba GEMM, kernels/gemm_cpu.py, is level with oneDNN at these prefill-sized
     shapes, within 1-6%, and faster at decode's 8-64 rows; sim/ does not import model/.)"""
     import torch
     dnn = torch.backends.mkldnn.is_available()
