@@ -1,9 +1,12 @@
 """The engine's own weight files inside a weights-cache entry (model/weights_cache.py): what
 lets a later ``Engine()`` skip transformers entirely.
 
-    <entry>/engine-weights.safetensors   ModelWeights (fused q|k|v and gate|up, rotary, config)
-    <entry>/engine-panels.safetensors    the numba GEMM's packed panels (only once it ran)
-    <entry>/engine-manifest.json         size, full sha256 and sampled hash of each file
+    <entry>/inferlab-engine/weights.safetensors   ModelWeights (fused q|k|v and gate|up, ...)
+    <entry>/inferlab-engine/panels.safetensors    the numba GEMM's packed panels (once it ran)
+    <entry>/inferlab-engine/manifest.json         size, full sha256 and sampled hash of each
+
+A folder of their own: the entry is also a transformers directory that vLLM loads (it reads
+every top-level *.safetensors as the model's weights).
 
 Written once, atomically (temp file, fsync, rename; the manifest last), by the first process
 that loads the entry. Read back memory-mapped. Verified on every read by size, by the
@@ -29,8 +32,9 @@ import warnings
 from .hf_dir import sha256_file, write_file_atomically
 from .weights_cache import CacheWarning
 
-WEIGHTS, PANELS, MANIFEST = "engine-weights.safetensors", "engine-panels.safetensors", \
-    "engine-manifest.json"
+DIR = "inferlab-engine"
+WEIGHTS, PANELS, MANIFEST = (os.path.join(DIR, n) for n in
+                             ("weights.safetensors", "panels.safetensors", "manifest.json"))
 SAMPLE, STRIDE = 1 << 16, 1 << 22
 
 
@@ -76,7 +80,8 @@ def _check(entry: str, name: str, full: bool = False) -> str | None:
 
 def _write(entry: str, name: str, save) -> None:
     """``save(tmp_path)`` into the entry, fsynced and renamed; then its manifest record."""
-    fd, tmp = tempfile.mkstemp(dir=entry, prefix=".tmp-engine-")
+    os.makedirs(os.path.join(entry, DIR), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.join(entry, DIR), prefix=".tmp-")
     os.close(fd)
     try:
         save(tmp)

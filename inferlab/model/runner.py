@@ -36,11 +36,14 @@ def check_backend(name: str, device: str, linear_backend: str = "auto") -> str:
         raise InvalidInputError(f"attention_backend: {e}") from None
 
 
-def _linear_backend(name: str, weights) -> str:
+def _linear_backend(name: str, weights, mapped: bool) -> str:
+    """``mapped``: the weights are memory-mapped, not yet resident; they will be, so the
+    memory they will take is not counted as free (else "auto" packs a copy that does not fit:
+    a 2 GB Binder pod measured 1.87 GB)."""
     p = weights.embed
+    free = available_memory() - (weights.linear_bytes if mapped else 0)
     try:
-        return linear.resolve(name, p.device.type, p.dtype, weights.linear_bytes,
-                              available_memory())
+        return linear.resolve(name, p.device.type, p.dtype, weights.linear_bytes, free)
     except ValueError as e:
         raise InvalidInputError(f"linear_backend: {e}") from None
 
@@ -63,7 +66,8 @@ class ModelRunner:
     def __init__(self, loaded, num_blocks: int, block_size: int, backend: str, seed: int,
                  linear_backend: str = "auto"):
         """``loaded``: a ``model.loader.LoadedModel`` (its weights; the cache for panels)."""
-        self.linear_backend = _linear_backend(linear_backend, loaded.weights)
+        self.linear_backend = _linear_backend(linear_backend, loaded.weights,
+                                              loaded.origin == "engine file")
         if self.linear_backend == "numba":
             loaded.attach_cached_panels()
         self.model = LlamaForward(loaded.weights, self.linear_backend)
