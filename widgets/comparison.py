@@ -92,9 +92,11 @@ class BatchingComparison(View):
         def go():
             for label, kw in configs:
                 eng = Engine(model, **{**common, **kw})
-                view.follow(eng, label)
+                trace = view.follow(eng, label)
                 run_workload(eng, workload, progress=False)
+                trace.stop()
                 view.flush()
+                del eng     # its KV cache goes before the next engine takes one (2 GB Binder)
             view.live = False
         if background:
             view.thread = threading.Thread(target=go, daemon=True, name="inferlab-compare")
