@@ -217,9 +217,9 @@ def load_model_uncached(spec: str | None, dtype: str = "float32", device: str = 
     model, tok, entry = weights_cache.load_cached(
         source, dtype, build=lambda: _from_pretrained(directory, gguf, name, torch_dtype),
         read=lambda entry_dir: _in_memory(*_from_pretrained(entry_dir, None, name, torch_dtype)))
-    lm = _move(LoadedModel(name, "gguf", tok, hf_model=model, origin="cache" if entry else
-                           "converted", cache_path=entry or weights_cache.existing_entry(source,
-                                                                                          dtype)),
+    origin = "cache" if entry else "converted"
+    entry = entry or weights_cache.existing_entry(source, dtype)     # just written, if it was
+    lm = _move(LoadedModel(name, "gguf", tok, hf_model=model, origin=origin, cache_path=entry),
                device)
     if on_cpu:                       # for the next start: the engine's own file
         engine_files.save_weights(lm.cache_path, lm.weights)
