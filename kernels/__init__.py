@@ -191,6 +191,12 @@ def gemv(w, x, y):
     return gemv_cpu.gemv(w, x, y)
 
 
+def read_all(a) -> float:
+    """Sum of a float32 array over all cores: one read of it (memory-bandwidth probes)."""
+    from inferlab.kernels import gemv_cpu
+    return gemv_cpu.read_all(a)
+
+
 def rms_rows(x, w, eps, out) -> None:
     """``out[t] = rms_norm(x[t]) * w`` for every row."""
     from inferlab.kernels import rows_cpu
@@ -224,5 +230,5 @@ def decode_pass(token, pos, table, weights, k_cache, v_cache, logits) -> None:
 
 __all__ = ["ALL_BACKENDS", "available_backends", "resolve_backend", "write_kv",
            "paged_attention_decode", "paged_attention_prefill", "paged_attention_sdpa",
-           "SDPA_MIN_TOKENS", "pack_panels", "gemm", "gemv", "rms_rows", "add_rms_rows",
+           "SDPA_MIN_TOKENS", "pack_panels", "gemm", "gemv", "read_all", "rms_rows", "add_rms_rows",
            "silu_mul", "rotary_write", "decode_pass"]

@@ -28,20 +28,11 @@ def median_time(fn, repeats: int) -> float:
 
 
 def memory_bandwidth(mb: int = 512) -> dict:
-    from numba import njit, prange
-
-    @njit(parallel=True, fastmath=True)
-    def read_all(a):                                      # a [n] float32: sum = read once
-        s = np.float32(0.0)
-        for i in prange(a.size):
-            s += a[i]
-        return s
-
+    from inferlab import kernels
     src = np.ones(mb * 2 ** 20 // 4, np.float32)
     dst = np.empty_like(src)
     copy_s = median_time(lambda: np.copyto(dst, src), 5)
-    with numba_cpu.LOCK:
-        read_s = median_time(lambda: read_all(src), 5)
+    read_s = median_time(lambda: kernels.read_all(src), 5)
     return {"copy_gbs": 2 * src.nbytes / copy_s / 1e9, "read_gbs": src.nbytes / read_s / 1e9}
 
 
