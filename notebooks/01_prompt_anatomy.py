@@ -37,10 +37,10 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 # The conversation is a support chat of 20 turns with fixed replies (so every run sends the
 # same tokens). Each turn is sent to the engine twice: with **prefix caching** off (every
 # token computed again) and on (the start of the prompt, already seen last turn, is reused).
-# The token counts come from SmolLM2's real tokenizer and chat template; the 20-turn run uses
-# the tiny model (same tokenizer, 2 layers) and prices each turn's TTFT on the simulated H100
-# clock, so the numbers are the same on every run. The first few turns also run on this
-# machine's **wall clock** (the real SmolLM2 in a full run), the two conversations in turn,
+# The token counts come from SmolLM2's real tokenizer and chat template; the 20-turn run
+# prefills every turn on SmolLM2-135M-Instruct and prices each turn's TTFT on the simulated
+# H100 clock, so the numbers are the same on every run. The first few turns also run on this
+# machine's **wall clock** (SmolLM2 again), the two conversations in turn,
 # repeated (uncached, cached, uncached, cached): TTFTs are medians with their range in
 # brackets, with a warning if the machine was busy.
 #

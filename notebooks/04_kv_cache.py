@@ -31,8 +31,8 @@ SMOKE = smoke()   # INFERLAB_SMOKE=1 shrinks the workload (CI, quick look)
 print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 
 # %% [markdown]
-# The same chat-like requests (prompts of 160-320 tokens, answers of varying length, a
-# 1024-token context window) run twice with **the same KV memory** (`num_blocks`):
+# The same real chat requests (the lab's bundled set; SmolLM2 answers each until its own
+# end-of-sequence token, under a cap; a 1024-token context window) run twice with **the same KV memory** (`num_blocks`):
 # `kv_layout="contiguous"` and `kv_layout="paged"`. The memory is sized so that contiguous
 # reservation runs out first: each request reserves the whole 1024-token window, so
 # 4,096 slots (smoke; 6,144 in a full run) hold only 4 (6) requests at once and the rest wait
@@ -44,7 +44,7 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 # the time on the simulated H100 clock (an 8B model's shape): deterministic, the same on
 # every run.
 #
-# Knobs: `ch.sizes(SMOKE)` (requests, `num_blocks`, lengths), `ch.BLOCK_SIZE`,
+# Knobs: `ch.sizes(SMOKE)` (requests, `num_blocks`, the answers' cap), `ch.BLOCK_SIZE`,
 # `ch.MAX_MODEL_LEN` (a longer window makes reservation worse).
 
 # %%
@@ -96,7 +96,7 @@ show(fig)   # fig.show() for the interactive version
 # %%
 c, p = data["layouts"]["contiguous"], data["layouts"]["paged"]
 assert p["peak_waste"] < c["peak_waste"]
-assert c["peak_waste"] > 0.5 and p["peak_waste"] < 0.10
+assert c["peak_waste"] > 0.5 and p["peak_waste"] < c["peak_waste"] / 5
 assert data["same_outputs"] == data["num_requests"]          # same tokens, either layout
 assert p["max_running"] > c["max_running"]                    # the same memory holds more
 assert p["throughput"] > c["throughput"]  # simulated clock

@@ -31,9 +31,11 @@ SMOKE = smoke()   # INFERLAB_SMOKE=1 shrinks the workload (CI, quick look)
 print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 
 # %% [markdown]
-# The same requests (answer lengths vary widely) run under `scheduler="static"` and
-# `scheduler="continuous"` with the same batch limit, first on this machine's **wall clock**
-# (the tiny random model), then on the **simulated H100 clock** (8B model shape). On the wall
+# The same real chat requests (the lab's bundled set: questions, instructions, conversations,
+# tool calls, a dozen languages) run under `scheduler="static"` and `scheduler="continuous"`
+# with the same batch limit, all on SmolLM2-135M-Instruct: first on this machine's **wall
+# clock**, then with each step priced on the **simulated H100 clock** (8B model shape; the
+# tokens, and where each answer stops, are still SmolLM2's). On the wall
 # clock the two schedulers run in turn, repeated (static, continuous, static, continuous):
 # the summary gives the median, the range in brackets, and a warning if the machine was busy.
 #
@@ -43,6 +45,17 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 # %%
 data = ch.measure(smoke=SMOKE)
 print(ch.summary(data))
+
+# %% [markdown]
+# ## How long the answers ran
+#
+# Nobody chose these lengths: each answer ends where SmolLM2 wrote its end-of-sequence token,
+# or at the cap. Static batching waits for the longest answer of each group; the wider this
+# spread, the more it pays.
+
+# %%
+print(ch.lengths_text(data))
+show(ch.lengths_figure(data))
 
 # %% [markdown]
 # Averages hide what a typical user sees. The **median** is the wait of the request in the
@@ -66,7 +79,7 @@ from inferlab.widgets import BatchingComparison
 # scheduler where it gets its chapter colour
 w = data["traces"]["wall"]
 BatchingComparison(*[w[s] for s in ch.WIDGET_ORDER], labels=list(ch.WIDGET_ORDER),
-                   title="Static vs continuous (wall clock, tiny model)")
+                   title="Static vs continuous (wall clock, SmolLM2)")
 
 # %%
 fig = ch.figure(data)
@@ -86,7 +99,7 @@ show(fig)   # fig.show() for the interactive version
 
 # %%
 sim = data["runs"]["sim"]
-assert sim["ratio"] > 1.2, sim["ratio"]           # continuous beats static on the GPU clock
+assert sim["ratio"] > 1.1, sim["ratio"]           # continuous beats static on the GPU clock
 assert sim["continuous"]["e2e_median"] < sim["static"]["e2e_median"]  # simulated clock
 assert sim["continuous"]["e2e_p90"] < sim["static"]["e2e_p90"]  # simulated clock
 # on this CPU both schedulers pay the same per step; continuous needs fewer steps

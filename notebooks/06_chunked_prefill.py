@@ -35,8 +35,9 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 
 # %% [markdown]
 # The engine runs the real model loop; time comes from the **simulated H100 clock** pricing an
-# 8B-parameter model, so the picture does not depend on how busy this CPU is. In smoke mode
-# the model is the tiny random one (the scheduler does not care what the weights say).
+# 8B-parameter model, so the picture does not depend on how busy this CPU is. The tokens are
+# SmolLM2-135M-Instruct's, computed on this CPU; smoke mode runs fewer streams and shorter
+# prompts.
 #
 # Knobs to try: `ch.measure(smoke=SMOKE, chunk=128)` (smaller slices: smoother streams, slower
 # long prompts), or `clock="wall"` to time this machine instead.

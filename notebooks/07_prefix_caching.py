@@ -40,8 +40,8 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 #    what-if, only after its step ran (`index_blocks_ahead=False`), when every request admitted
 #    in the same step computes its own copy of the prompt.
 #
-# Token counts are exact; time is the **simulated H100 clock** (8B model shape). Smoke mode uses
-# the tiny random model. Try `ch._sizes(SMOKE)` to see the sizes, and pass your own engine
+# Token counts are exact, the model is SmolLM2-135M-Instruct; time is the **simulated H100
+# clock** (8B model shape). Smoke mode runs a shorter loop. Try `ch._sizes(SMOKE)` to see the sizes, and pass your own engine
 # options, e.g. `ch.measure(smoke=SMOKE, block_size=32)` (bigger blocks: coarser reuse).
 
 # %%

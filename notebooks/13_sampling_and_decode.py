@@ -39,10 +39,10 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 #   prompt, turned into probabilities at three temperatures by the engine's own sampler
 #   filter; then the engine draws that one token many times with different seeds, and
 #   writes short answers with several seeds, one seed twice, and greedy twice;
-# * **answer length, the KV cache and the network**, on the tiny model (SmolLM2's tokenizer,
-#   2 layers) with each step priced on the simulated H100 clock (an 8B model's shape):
+# * **answer length, the KV cache and the network**, on SmolLM2 with each step priced on the
+#   simulated H100 clock (an 8B model's shape):
 #   counts and prices that are the same on every run;
-# * answer length also on this machine's **wall clock** (in a full run the real SmolLM2),
+# * answer length also on this machine's **wall clock** (SmolLM2 again),
 #   lengths interleaved and repeated, medians and ranges, with a warning if the machine was
 #   busy.
 #

@@ -68,7 +68,10 @@ def test_ch04_same_memory_same_outputs_more_requests(ch04):
     assert c["output_tokens"] == p["output_tokens"]
     assert c["queue_median"] > p["queue_median"]  # simulated clock
     assert p["throughput"] > 1.5 * c["throughput"]  # simulated clock
-    assert c["peak_waste"] > 0.6 and p["peak_waste"] < 0.04
+    # real chat requests are short (~50-token prompts, answers to EOS): paged waste is the
+    # unfilled end of each last block, less than one block per request, not under 4%
+    assert c["peak_waste"] > 0.6 and p["peak_waste"] < c["peak_waste"] / 5
+    assert (p["slots"] - p["tokens"]) < ch04["block_size"] * p["requests"]
 
 
 # --- chapter 5: median and p90, one colour per policy -----------------------------------------

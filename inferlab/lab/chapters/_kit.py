@@ -11,7 +11,7 @@ import random
 from inferlab.sim.this_cpu import VALIDATED_ERROR
 
 # The simulated clock every chapter uses unless it says otherwise: the tokens are computed
-# for real on this CPU, the time is priced as if an 8B model ran on one H100.
+# for real on this CPU by SmolLM2, the time is priced as if an 8B model ran on one H100.
 # Beside every simulated number: how far the same cost model misses this CPU's real steps.
 SIM = dict(clock="H100", sim_model="llama-3-8b")
 SIM_LABEL = ("H100 (simulated, llama-3-8b shape; the cost model misses this CPU's measured "
@@ -36,10 +36,10 @@ def tokenizer():
     return default_tokenizer()
 
 
-def engine(model: str | None = "tiny", **kw):
-    """An engine with a fixed, small KV cache (no memory probing: same blocks every run).
-    "tiny" is a random 2-layer Llama that shares SmolLM2's tokenizer and vocabulary, so it
-    can process real token ids; the real SmolLM2 is ``model=None``."""
+def engine(model: str | None = None, **kw):
+    """An engine with a fixed, small KV cache (no memory probing: same blocks every run), on
+    the real SmolLM2-135M-Instruct unless ``model`` says otherwise (tests pass "tiny", a random
+    2-layer Llama with SmolLM2's tokenizer and vocabulary, for speed)."""
     import inferlab as il
     kw.setdefault("num_blocks", 512)
     kw.setdefault("seed", 0)

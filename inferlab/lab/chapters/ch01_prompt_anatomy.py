@@ -129,7 +129,7 @@ def replay_turns(eng, turns: int) -> list[dict]:
     import inferlab as il
     rows = []
     for k in range(1, turns + 1):
-        out = eng.generate([conversation(k)], il.SamplingParams(max_tokens=4, ignore_eos=True),
+        out = eng.generate([conversation(k)], il.SamplingParams(max_tokens=1, ignore_eos=True),
                            use_tqdm=False)[0]
         m = out.metrics
         rows.append({"turn": k, "prompt_tokens": m.num_prompt_tokens,
@@ -145,13 +145,14 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
     tokens = anatomy(tok, turn=3)
     counts = {s: sum(1 for _, seg in tokens if seg == s) for s in SEGMENTS}
     runs = {}
-    # All 20 turns, in smoke runs too: the token counts are the point, and the tiny model
-    # (SmolLM2's tokenizer and vocabulary, 2 layers) prefills them in seconds. The simulated
-    # clock prices each turn's TTFT for an 8B model on an H100, the same on every run.
+    # All 20 turns, in smoke runs too: the token counts are the point, and SmolLM2 prefills
+    # them in seconds. The simulated clock prices each turn's TTFT for an 8B model on an
+    # H100, the same on every run.
     for cache in (False, True):
-        eng = _kit.engine("tiny", enable_prefix_caching=cache, **_kit.SIM)
+        eng = _kit.engine(None, enable_prefix_caching=cache, **_kit.SIM)
         runs[("cached" if cache else "uncached") + " · sim"] = replay_turns(eng, len(TURNS))
-    data = {"tokens": tokens, "counts": counts, "runs": runs, "clock_sim": _kit.SIM_LABEL}
+    data = {"tokens": tokens, "counts": counts, "runs": runs, "clock_sim": _kit.SIM_LABEL,
+            "model": eng.model_name}
     if not deterministic:
         turns = WALL_TURNS_SMOKE if smoke else WALL_TURNS
         data["wall"] = _measure_wall(smoke, turns, repeats or (2 if smoke else 5), runs)
@@ -166,14 +167,11 @@ def recompute_totals(rows: list[dict]) -> dict:
 
 
 def _measure_wall(smoke: bool, turns: int, repeats: int, runs: dict) -> dict:
-    """Wall clock on this machine, uncached and cached conversations interleaved (A B A B):
-    the real SmolLM2 in full runs; in smoke a random model of its exact shape (same
-    arithmetic, no weights file): the 2-layer tiny model is so cheap that a busy CPU's noise
-    would swamp what the cache saves. Each row's TTFT is the median over the repeats, with
-    its range in ``ttft_lo`` / ``ttft_hi``."""
-    model = "tiny-smollm2" if smoke else None
-    off = _kit.engine(model, enable_prefix_caching=False)
-    on = _kit.engine(model, enable_prefix_caching=True)
+    """Wall clock on this machine, uncached and cached conversations interleaved (A B A B),
+    on the real SmolLM2 (smoke runs fewer turns). Each row's TTFT is the median over the
+    repeats, with its range in ``ttft_lo`` / ``ttft_hi``."""
+    off = _kit.engine(None, enable_prefix_caching=False)
+    on = _kit.engine(None, enable_prefix_caching=True)
     _kit.warm_up(off)
     _kit.warm_up(on)
 
@@ -223,7 +221,8 @@ def figure(data: dict):
 def summary(data: dict) -> str:
     total = sum(data["counts"].values())
     typed = data["counts"]["new message"]
-    lines = [f"turn 3: the model reads {total} tokens; the user typed {typed} of them "
+    lines = [f"model: {data['model']}",
+             f"turn 3: the model reads {total} tokens; the user typed {typed} of them "
              f"({typed / total:.0%})"]
     off = recompute_totals(data["runs"]["uncached · sim"])
     on = recompute_totals(data["runs"]["cached · sim"])

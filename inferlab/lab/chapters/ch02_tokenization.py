@@ -7,7 +7,7 @@ KV cache memory for as long as the conversation lives.
 """
 from __future__ import annotations
 
-from .. import palette
+from .. import palette, protocol
 from ..verdicts import COUNTS, ENTER, Claim, Verdict, clock_note, direction, ms, x
 from . import _kit
 
@@ -61,10 +61,10 @@ def measure(smoke: bool = False, deterministic: bool = False) -> dict:
                                            "Chinese", "Thai"]
     kv_here = kv_bytes_per_token(model_shape("smollm2-135m"), 4)
     kv_8b = kv_bytes_per_token(model_shape("llama-3-8b"), 2)
-    sim = _kit.engine("tiny", enable_prefix_caching=False, **_kit.SIM)
+    sim = _kit.engine(None, enable_prefix_caching=False, **_kit.SIM)
     wall = None
     if not deterministic:
-        wall = _kit.engine("tiny" if smoke else None, enable_prefix_caching=False)
+        wall = _kit.engine(None, enable_prefix_caching=False)
         _kit.warm_up(wall)
     rows = []
     for lang in langs:
@@ -84,7 +84,7 @@ def measure(smoke: bool = False, deterministic: bool = False) -> dict:
     for r in rows:
         r["vs_english"] = r["tokens"] / base["tokens"]
     return {"rows": rows, "repeat": repeat, "clock_sim": _kit.SIM_LABEL,
-            "model_wall": None if wall is None else wall.model_name}
+            "model": sim.model_name, "model_wall": None if wall is None else wall.model_name}
 
 
 def figure(data: dict):
@@ -116,6 +116,7 @@ def summary(data: dict) -> str:
                      f"{r['tokens_per_char']:8.2f} {r['vs_english']:9.1f}x "
                      f"{r['prefill_sim'] * 1e3:10.1f} ms"
                      + (f"  {r['prefill_wall'] * 1e3:10.0f} ms" if "prefill_wall" in r else ""))
+    lines.append(f"model: {data['model']}; prefill (sim): {protocol.label(data['clock_sim'])}")
     return "\n".join(lines)
 
 

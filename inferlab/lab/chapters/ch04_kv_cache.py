@@ -32,28 +32,25 @@ MAX_NUM_SEQS = 64          # seats are plentiful: the KV memory is what limits e
 
 
 def sizes(smoke: bool) -> dict:
-    """The workload and the fixed KV memory. Chat-like requests of ~200-500 tokens (prompt +
-    answer) in a 1024-token context window: each contiguous reservation is 1024 slots, so
+    """The workload and the fixed KV memory. Real chat requests (sim/data/chat_requests.json),
+    answered by SmolLM2 until EOS under a cap, in a 1024-token context window: a contiguous
+    layout must reserve the whole window for each (it cannot know where the answer ends), so
     ``num_blocks`` x 16 slots hold 4 (smoke) or 6 (full) of them, far fewer than the
-    requests waiting. Requests this long also keep paged waste small: the only empty slots
-    are the unfilled end of each request's last block, 7.5 slots on average, and 7.5 / 0.04
-    - 7.5 = 180 tokens per request is what "under 4%" needs at 16-token blocks."""
+    requests waiting. Paged waste is only the unfilled end of each request's last block, 7.5
+    slots on average: 7.5 / 0.04 - 7.5 = 180 tokens per request is what "under 4%" needs at
+    16-token blocks, so requests this short (a prompt of ~50 tokens) leave a little more."""
     if smoke:
-        return dict(requests=12, num_blocks=256, prompt=(160, 320), answer_mean=96,
-                    answer_cap=192, answer_min=16)
-    return dict(requests=32, num_blocks=384, prompt=(160, 320), answer_mean=128,
-                answer_cap=256, answer_min=16)
+        return dict(requests=12, num_blocks=256, answer_cap=64)
+    return dict(requests=32, num_blocks=384, answer_cap=256)
 
 
-def workload(smoke: bool):
-    """Chat-like requests: prompts and answers far shorter than the context window, with
+def workload(smoke: bool, tokenizer=None):
+    """Real chat requests: prompts and answers far shorter than the context window, with
     answer lengths the server cannot know in advance."""
-    from inferlab.sim import workloads as wl
+    from inferlab.sim.chat_requests import chat_requests
     s = sizes(smoke)
-    return wl.synthetic(s["requests"], prompt_len=wl.Uniform(*s["prompt"]),
-                        output_len=wl.CappedExponential(s["answer_mean"], s["answer_cap"],
-                                                        min=s["answer_min"]),
-                        seed=0, name="chat-like")
+    return chat_requests(tokenizer or _kit.tokenizer(), s["requests"],
+                         max_tokens=s["answer_cap"], seed=0, name="chat requests")
 
 
 def run(layout: str, smoke: bool):
@@ -61,11 +58,11 @@ def run(layout: str, smoke: bool):
     the step where allocation peaked, the outputs)."""
     from inferlab.observe.trace import Trace
     from inferlab.sim.workloads import run_workload
-    eng = _kit.engine("tiny", kv_layout=layout, block_size=BLOCK_SIZE,
+    eng = _kit.engine(None, kv_layout=layout, block_size=BLOCK_SIZE,
                       max_model_len=MAX_MODEL_LEN, num_blocks=sizes(smoke)["num_blocks"],
                       max_num_seqs=MAX_NUM_SEQS, enable_prefix_caching=False, **_kit.SIM)
     trace = Trace.record(eng)
-    outs = run_workload(eng, workload(smoke), progress=False)
+    outs = run_workload(eng, workload(smoke, eng.tokenizer), progress=False)
     trace.stop()
     peak = max(range(len(trace.records)), key=lambda k: trace.records[k].kv_slots_allocated)
     return eng.stats(), trace, peak, outs
@@ -103,6 +100,7 @@ def measure(smoke: bool = False, deterministic: bool = False) -> dict:
             "queue_median": m.queue_time.median, "e2e_median": m.e2e.median,
             "finished": m.num_requests}
         out["traces"][layout] = trace
+    out["model"] = trace.meta["model"]
     out["same_outputs"] = sum(a == b for a, b in zip(tokens["contiguous"], tokens["paged"]))
     out["num_requests"] = s["requests"]
     return out
@@ -126,7 +124,8 @@ def summary(data: dict) -> str:
     return "\n".join([
         f"the same KV memory for both: {data['kv_slots']:,} token slots "
         f"({data['sizes']['num_blocks']} blocks of {data['block_size']}); "
-        f"{data['num_requests']} requests, context window {data['max_model_len']}",
+        f"{data['num_requests']} real chat requests answered by {data['model']}, context "
+        f"window {data['max_model_len']}",
         f"waste at the peak: contiguous {c['peak_waste']:.0%} of its reserved slots "
         f"({c['tokens']} tokens in {c['slots']}), paged {p['peak_waste']:.1%} "
         f"({p['tokens']} tokens in {p['slots']})",

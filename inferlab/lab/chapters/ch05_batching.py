@@ -26,36 +26,37 @@ WIDGET_ORDER = tuple(sorted(SCHEDULERS, key=lambda s: palette.OWNER.index(COLORS
 LATENCY_KEYS = ("ttft_median", "ttft_p90", "e2e_median", "e2e_p90")
 
 
-def workload(smoke: bool):
-    """Answer lengths vary a lot (a capped exponential, as in the published benchmark): that
-    variance is exactly what static batching pays for."""
-    from inferlab.sim import workloads as wl
-    return wl.synthetic(12 if smoke else 48, prompt_len=wl.Uniform(16, 64),
-                        output_len=wl.CappedExponential(16 if smoke else 48,
-                                                        64 if smoke else 256),
-                        seed=0, name="varied answers")
+def workload(smoke: bool, tokenizer=None):
+    """Real chat requests (sim/data/chat_requests.json), all arriving at once, each answered
+    until the model's own EOS under a cap: how long the answers run is the model's doing,
+    and that spread is exactly what static batching pays for."""
+    from inferlab.sim.chat_requests import chat_requests
+    return chat_requests(tokenizer or _kit.tokenizer(), 12 if smoke else 48,
+                         max_tokens=96 if smoke else 256, seed=0, name="chat requests")
 
 
 def engine_options(smoke: bool) -> dict:
     return dict(max_num_seqs=4 if smoke else 8, num_blocks=512, block_size=16)
 
 
-def run(smoke: bool, clock: str = "sim", model: str | None = "tiny"):
-    """Both schedulers on the same requests; returns {scheduler: (Trace, RunMetrics)}."""
+def run(smoke: bool, clock: str = "sim", model: str | None = None):
+    """Both schedulers on the same requests; returns {scheduler: (Trace, RunMetrics, answer
+    lengths in workload order)}."""
     return {sched: run_one(sched, smoke, clock, model) for sched in SCHEDULERS}
 
 
-def run_one(sched: str, smoke: bool, clock: str = "sim", model: str | None = "tiny"):
-    """One scheduler on the chapter's requests, on a fresh engine: (Trace, RunMetrics)."""
+def run_one(sched: str, smoke: bool, clock: str = "sim", model: str | None = None):
+    """One scheduler on the chapter's requests, on a fresh engine: (Trace, RunMetrics,
+    answer lengths)."""
     from inferlab.observe.metrics import summarize
     from inferlab.observe.trace import Trace
     from inferlab.sim.workloads import run_workload
     clock_kw = _kit.SIM if clock == "sim" else {}
     eng = _kit.engine(model, scheduler=sched, **engine_options(smoke), **clock_kw)
     trace = Trace.record(eng)
-    outs = run_workload(eng, workload(smoke), progress=False)
+    outs = run_workload(eng, workload(smoke, eng.tokenizer), progress=False)
     trace.stop()
-    return trace, summarize(outs, clock=eng.clock_name)
+    return trace, summarize(outs, clock=eng.clock_name), [len(o.token_ids) for o in outs]
 
 
 def _row(m) -> dict:
@@ -69,12 +70,12 @@ def _wall(smoke: bool, repeats: int) -> tuple[dict, dict]:
     """Static and continuous on this machine's wall clock, interleaved (A B A B): each
     column is the median over the repeats, with its range in ``*_lo`` / ``*_hi``; the ratio
     is taken per pair of neighbouring runs. Traces: the last repeat's."""
-    _kit.warm_up(_kit.engine("tiny"))
+    _kit.warm_up(_kit.engine(None))
     res = protocol.compare({s: (lambda s=s: run_one(s, smoke, "wall")) for s in SCHEDULERS},
                            repeats)
     r = {}
     for s, reps in res.runs.items():
-        rows = [_row(m) for _, m in reps]
+        rows = [_row(m) for _, m, _ in reps]
         r[s] = dict(rows[-1])
         for key in ("throughput", "duration", "ttft_mean", "e2e_mean", *LATENCY_KEYS, "e2e_p99"):
             sp = protocol.spread(row[key] for row in rows)
@@ -90,14 +91,18 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
     _kit.seed_everything(0)
     data = {"runs": {}, "traces": {}, "clock_sim": _kit.SIM_LABEL,
             "max_num_seqs": engine_options(smoke)["max_num_seqs"],
-            # every answer's length, in arrival order: what bounds the possible gain
-            "output_lens": [r.max_tokens for r in workload(smoke)]}
+            "cap": workload(smoke).requests[0].max_tokens}
     if not deterministic:
         data["runs"]["wall"], data["traces"]["wall"] = _wall(
             smoke, repeats or (2 if smoke else 3))
     res = run(smoke, "sim")
-    data["runs"]["sim"] = r = {s: _row(m) for s, (_, m) in res.items()}
-    data["traces"]["sim"] = {s: tr for s, (tr, _) in res.items()}
+    data["runs"]["sim"] = r = {s: _row(m) for s, (_, m, _) in res.items()}
+    data["traces"]["sim"] = {s: tr for s, (tr, _, _) in res.items()}
+    # every answer's length, in arrival order, where SmolLM2 ended it: what bounds the gain
+    # (greedy decoding, so both schedulers write the same answers)
+    data["output_lens"] = res["continuous"][2]
+    data["model"] = res["continuous"][0].meta["model"]
+    data["same_answers"] = res["continuous"][2] == res["static"][2]
     r["ratio"] = r["continuous"]["throughput"] / r["static"]["throughput"]
     return data
 
@@ -107,8 +112,30 @@ def _latency(row: dict, f: float = 1e3) -> str:
             f"E2E median {row['e2e_median'] * f:.0f} / p90 {row['e2e_p90'] * f:.0f} ms")
 
 
+def lengths_text(data: dict) -> str:
+    """The answers' lengths where the model ended them: what batching has to cope with."""
+    lens, cap = sorted(data["output_lens"]), data["cap"]
+    capped = sum(n >= cap for n in lens)
+    return (f"{len(lens)} answers ({data['model']}, greedy, until EOS or {cap} tokens): median "
+            f"{statistics.median(lens):.0f}, shortest {lens[0]}, longest {lens[-1]} tokens; "
+            f"{len(lens) - capped} ended at EOS, {capped} at the cap")
+
+
+def lengths_figure(data: dict):
+    """A histogram of the answer lengths, the cap marked."""
+    import plotly.graph_objects as go
+    fig = go.Figure(go.Histogram(x=data["output_lens"], xbins=dict(start=0, size=8),
+                                 marker_color=palette.INK, name="answers"))
+    fig.add_vline(x=data["cap"], line_dash="dot", line_color=palette.VERMILLION,
+                  annotation_text=f"cap {data['cap']}", annotation_position="top left")
+    fig.update_xaxes(title_text="answer length (tokens)", range=[0, data["cap"] + 8])
+    fig.update_yaxes(title_text="requests")
+    return _kit.style(fig, "Answer lengths, where the model ended them",
+                      "token counts, SmolLM2 on this CPU")
+
+
 def summary(data: dict) -> str:
-    parts = []
+    parts = [lengths_text(data)]
     for clock, r in data["runs"].items():
         c, s = r["continuous"], r["static"]
         if clock == "sim":
@@ -118,7 +145,7 @@ def summary(data: dict) -> str:
                          f"{_latency(s)}")
             continue
         rng = lambda row, k, f=1.0: f"[{row[k + '_lo'] * f:.0f}-{row[k + '_hi'] * f:.0f}]"
-        parts.append(f"{r['label']} (tiny model): continuous {c['throughput']:.0f} "
+        parts.append(f"{r['label']} (SmolLM2): continuous {c['throughput']:.0f} "
                      f"{rng(c, 'throughput')} tok/s vs static {s['throughput']:.0f} "
                      f"{rng(s, 'throughput')} tok/s = {r['ratio']:.2f}x [{r['ratio_lo']:.2f}-"
                      f"{r['ratio_hi']:.2f}x]; median E2E {c['e2e_median'] * 1e3:.0f} "
@@ -177,7 +204,7 @@ def figure(data: dict, clock: str = "sim"):
     fig.update_layout(barmode="group")
     fig.update_xaxes(title_text="time (ms)", row=1, col=1)
     fig.update_yaxes(title_text="running requests", row=1, col=1)
-    label = data["clock_sim"] if clock == "sim" else "wall, this machine (tiny model)"
+    label = data["clock_sim"] if clock == "sim" else "wall, this machine (SmolLM2)"
     return _kit.style(fig, TITLE, label)
 
 
@@ -203,7 +230,7 @@ def judge_throughput(d: dict) -> Verdict:
     points = [("published", 23.0), ("ideal, this workload", ideal), ("simulated H100", r)]
     if "wall" in d["runs"]:
         w = d["runs"]["wall"]
-        reason += (f"; wall clock, this CPU (tiny model): {x(w['ratio'])} "
+        reason += (f"; wall clock, this CPU (SmolLM2): {x(w['ratio'])} "
                    f"({w['ratio_lo']:.2f}-{w['ratio_hi']:.2f}x over {w['repeats']} repeats)")
         points.append(("wall, this CPU", w["ratio"]))
     return Verdict(v, reason, measured=x(r), points=tuple(points),

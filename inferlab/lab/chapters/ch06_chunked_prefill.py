@@ -25,10 +25,9 @@ SIM = dict(clock="H100", sim_model="llama-3-8b")
 
 
 def _sizes(smoke: bool) -> dict:
-    # Smoke runs the tiny random model (the scheduler and the simulated clock do not care what
-    # the weights are); the full run uses SmolLM2 and longer prompts.
+    # SmolLM2 in both; smoke runs fewer streams and shorter prompts.
     if smoke:
-        return dict(model="tiny", streams=4, stream_tokens=40, long_prompts=2, long_len=1536,
+        return dict(model=None, streams=4, stream_tokens=32, long_prompts=2, long_len=1024,
                     chunk=256)
     return dict(model=None, streams=8, stream_tokens=96, long_prompts=4, long_len=1800,
                 chunk=256)
@@ -70,7 +69,7 @@ def run(chunked: bool, reqs: list[dict], model=None, chunk: int = 256, **engine_
     points = [(o.metrics.first_token_time - t0 + sum(o.metrics.itl[:i + 1]), x)
               for o in streams for i, x in enumerate(o.metrics.itl)]
     points.sort()
-    return {"chunked": chunked, "clock": eng.clock_name, "itl": itl,
+    return {"chunked": chunked, "clock": eng.clock_name, "model": eng.model_name, "itl": itl,
             "itl_t": [p[0] for p in points], "itl_v": [p[1] for p in points],
             "p50": float(np.percentile(itl, 50)), "p99": float(np.percentile(itl, 99)),
             "max": float(max(itl)),
@@ -89,7 +88,8 @@ def measure(smoke: bool = False, clock: str | None = None, chunk: int | None = N
                     step_guess)
     runs = {name: run(flag, reqs, s["model"], chunk, **kw)
             for name, flag in (("unchunked", False), ("chunked", True))}
-    return {"sizes": {**s, "chunk": chunk}, "runs": runs, "clock": runs["chunked"]["clock"]}
+    return {"sizes": {**s, "chunk": chunk}, "runs": runs, "clock": runs["chunked"]["clock"],
+            "model": runs["chunked"]["model"]}
 
 
 def figure(data: dict):
@@ -125,7 +125,8 @@ def figure(data: dict):
 
 def summary(data: dict) -> str:
     u, c = data["runs"]["unchunked"], data["runs"]["chunked"]
-    return (f"p99 ITL: {u['p99'] * 1e3:.1f} ms unchunked vs {c['p99'] * 1e3:.1f} ms chunked "
+    return (f"model: {data['model']}\n"
+            f"p99 ITL: {u['p99'] * 1e3:.1f} ms unchunked vs {c['p99'] * 1e3:.1f} ms chunked "
             f"({u['p99'] / c['p99']:.1f}x); worst ITL {u['max'] * 1e3:.1f} vs "
             f"{c['max'] * 1e3:.1f} ms; long-prompt TTFT "
             f"{np.mean(u['long_ttft']) * 1e3:.1f} vs {np.mean(c['long_ttft']) * 1e3:.1f} ms "

@@ -31,11 +31,10 @@ VOCAB = 8000   # token ids drawn below any supported vocabulary; the text does n
 
 
 def _sizes(smoke: bool) -> dict:
-    # Smoke: the tiny random model (prefix hits and the simulated clock do not depend on the
-    # weights). Full: SmolLM2 and a longer loop.
+    # SmolLM2 in both; smoke runs a shorter loop and fewer requests.
     if smoke:
-        return dict(model="tiny", tasks=2, tool_calls=4, tools_len=512, shared_requests=6,
-                    system_len=768, user_len=64, together=4)
+        return dict(model=None, tasks=2, tool_calls=3, tools_len=384, shared_requests=4,
+                    system_len=512, user_len=48, together=3)
     return dict(model=None, tasks=4, tool_calls=6, tools_len=1024, shared_requests=16,
                 system_len=1024, user_len=96, together=8)
 
@@ -56,7 +55,7 @@ def agent_rounds(caching: bool, s: dict, seed: int = 0, **kw) -> dict:
     rounds = s["tool_calls"] + 1
     by_round = [[o for o in outs if o.request_id.endswith(f"c{k}")] for k in range(rounds)]
     mean = lambda xs: float(np.mean(xs))
-    return {"caching": caching, "clock": eng.clock_name,
+    return {"caching": caching, "clock": eng.clock_name, "model": eng.model_name,
             "prompt_tokens": [mean([o.metrics.num_prompt_tokens for o in r]) for r in by_round],
             "computed_tokens": [mean([o.metrics.num_prompt_tokens - o.metrics.num_cached_tokens
                                       for o in r]) for r in by_round],
@@ -113,7 +112,7 @@ def measure(smoke: bool = False, **engine_kw) -> dict:
     together = {("ahead" if a else "after"): arriving_together(a, s, **engine_kw)
                 for a in (False, True)}
     return {"sizes": s, "agent": agent, "shared": shared, "together": together,
-            "clock": agent["cached"]["clock"]}
+            "clock": agent["cached"]["clock"], "model": agent["cached"]["model"]}
 
 
 def figure(data: dict):
@@ -165,7 +164,8 @@ def figure(data: dict):
 def summary(data: dict) -> str:
     u, c = data["agent"]["uncached"], data["agent"]["cached"]
     su, sc = data["shared"]["uncached"], data["shared"]["cached"]
-    return (f"last agent round computes {u['computed_tokens'][-1]:.0f} tokens uncached vs "
+    return (f"model: {data['model']}\n"
+            f"last agent round computes {u['computed_tokens'][-1]:.0f} tokens uncached vs "
             f"{c['computed_tokens'][-1]:.0f} cached (TTFT {u['ttft'][-1] * 1e3:.1f} vs "
             f"{c['ttft'][-1] * 1e3:.1f} ms); shared system prompt, requests after the first: "
             f"mean TTFT {np.mean(su['ttft'][1:]) * 1e3:.1f} vs {np.mean(sc['ttft'][1:]) * 1e3:.1f}"

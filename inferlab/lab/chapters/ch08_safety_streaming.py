@@ -198,9 +198,8 @@ def summary(data: dict) -> str:
 # --- the chapter's claims: how each is measured and judged --------------------------------------
 def measure_for_claims(smoke: bool) -> dict:
     """The measurement every claim below is judged on (``claims.run_all``)."""
-    # the simulated clock makes the stages' costs deterministic; the tiny random model in
-    # smoke runs costs the same per token as SmolLM2 on that clock (its yes/no is noise)
-    return measure(smoke=smoke, deterministic=True, model="tiny" if smoke else None)
+    # the simulated clock makes the stages' costs deterministic; SmolLM2 says yes or no
+    return measure(smoke=smoke, deterministic=True)
 
 
 def _wall08(d: dict) -> str:

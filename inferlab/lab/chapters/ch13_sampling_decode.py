@@ -125,7 +125,7 @@ def answers(eng, ids: list[int], seeds: int, max_tokens: int) -> dict:
 def measure(smoke: bool = False, deterministic: bool = False, model: str | None = None,
             repeats: int | None = None) -> dict:
     """Sampling on ``model`` (the real SmolLM2 by default; seeded, so deterministic); decode
-    length, the KV cache's saving and the network on the tiny model and the simulated H100
+    length, the KV cache's saving and the network on SmolLM2 and the simulated H100
     clock (counts and priced times, the same every run); unless ``deterministic``, decode
     length also on this machine's wall clock."""
     _kit.seed_everything(0)
@@ -141,8 +141,7 @@ def measure(smoke: bool = False, deterministic: bool = False, model: str | None 
                    "memory": kv_memory_table()},
             "network": network_ttft()}
     if not deterministic:
-        wall_model = "tiny-smollm2" if smoke else model
-        data["decode_wall"] = wall_decode_lengths(wall_model, s["wall_lengths"],
+        data["decode_wall"] = wall_decode_lengths(model, s["wall_lengths"],
                                                   repeats or s["repeats"])
     return data
 
@@ -201,9 +200,9 @@ def figure(data: dict):
 # --- the chapter's claims: how each is measured and judged --------------------------------------
 def measure_for_claims(smoke: bool) -> dict:
     """The measurement every claim below is judged on (``claims.run_all``)."""
-    # seeded sampling (counts), the tiny model on the simulated H100 clock for the costs;
-    # the real SmolLM2's distribution in full runs, the tiny random model's in smoke runs
-    return measure(smoke=smoke, deterministic=True, model="tiny" if smoke else None)
+    # seeded sampling (counts) of SmolLM2's distribution; its steps priced on the simulated
+    # H100 clock for the costs
+    return measure(smoke=smoke, deterministic=True)
 
 
 def judge_sampling(d: dict) -> Verdict:
