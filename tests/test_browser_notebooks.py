@@ -22,6 +22,7 @@ import urllib.request
 import pytest
 
 from inferlab.tools.jupyter import CHROMIUM, browser_page, jupyterlab
+from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -99,14 +100,16 @@ def run_all(page, url, token, name) -> dict:
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
     page.click(".lm-MenuBar-itemLabel:text-is('Run')")
     page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
-    deadline = time.monotonic() + CELL_TIMEOUT_MS / 1000
-    state = page.evaluate(CELLS_STATE)
-    while time.monotonic() < deadline:
-        state = page.evaluate(CELLS_STATE)
-        if state["errors"] or (state["cells"] and state["done"] == state["cells"]
-                               and not state["busy"]):
-            break
-        page.wait_for_timeout(1000)
+    state = {}
+
+    def finished():
+        state.update(page.evaluate(CELLS_STATE))
+        return state["errors"] or (state["cells"] and state["done"] == state["cells"]
+                                   and not state["busy"])
+
+    wait_until(finished, CELL_TIMEOUT_MS / 1000, interval=1,
+               sleep=lambda s: page.wait_for_timeout(s * 1000),
+               what=lambda: f"Run All in {name}: {state['done']} of {state['cells']} cells run")
     page.wait_for_timeout(3000)                 # let the last views render and draw
     return state
 

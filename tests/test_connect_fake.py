@@ -18,6 +18,7 @@ from inferlab.connect import ConnectError, VllmConnector
 from inferlab.connect.feeds.prefix_tree import KV_IDS, TreeState
 from inferlab.connect.front import connector as conn_mod
 from inferlab.observe.trace import Trace
+from waiting import wait_until
 
 spec = importlib.util.spec_from_file_location(
     "vllm_fake", pathlib.Path(__file__).parent / "fixtures" / "vllm_fake.py")
@@ -54,15 +55,6 @@ def make(short_dir):
         fake.close()
 
 
-def wait_for(pred, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
-
-
 def run_workload(fake, conn, new_tokens=4):
     """One request, then three sharing its prefix (their prefill finds it cached)."""
     first = conn.submit(SHARED + [50, 51, 52, 53, 54, 55], new_tokens)
@@ -72,7 +64,7 @@ def run_workload(fake, conn, new_tokens=4):
     rest = [conn.submit(SHARED + [60 + i, 61, 62, 63, 64, 65], new_tokens) for i in range(3)]
     fake.run(3)
     assert conn.streams.wait(timeout=5)
-    assert wait_for(lambda: not conn.assembler.open and not conn.assembler.orphans)
+    wait_until(lambda: not conn.assembler.open and not conn.assembler.orphans, 5)
     time.sleep(0.1)
     return [first] + rest
 
@@ -172,7 +164,7 @@ def test_malformed_frames_and_unknown_events_warn_and_the_run_goes_on(make):
     assert "malformed message was dropped" in text and "8 bytes" in text and "3 parts" in text
     assert "unknown event type 'BlockSqueezed'" in text and "malformed event" in text
     assert sum(len(r.emitted) for r in trace.records) == 16 and len(trace.requests) == len(rids)
-    assert wait_for(lambda: len(view.warnings) == len(conn.warnings))
+    wait_until(lambda: len(view.warnings) == len(conn.warnings), 5)
     assert conn.stats()["kv_malformed"] == 2 and conn.stats()["kv_unknown"] == 1
 
 
@@ -180,7 +172,7 @@ def test_a_lost_batch_is_replayed(make):
     fake, conn = make()
     fake.publish_kv([fake.stored_event([101], None, [1, 2, 3, 4])], skip=True)   # lost
     fake.publish_kv([fake.stored_event([102], 101, [5, 6, 7, 8])])
-    assert wait_for(lambda: conn.tree.num_stored == 2)
+    wait_until(lambda: conn.tree.num_stored == 2, 5)
     assert conn.stats()["kv_replayed"] == 1 and conn.stats()["kv_lost"] == 0
     assert not conn.warnings
 
@@ -189,12 +181,12 @@ def test_a_lost_batch_without_replay_is_a_warning(make):
     fake, conn = make(replay=False)
     fake.publish_kv([fake.stored_event([101], None, [1, 2, 3, 4])], skip=True)
     fake.publish_kv([fake.stored_event([102], 101, [5, 6, 7, 8])])
-    assert wait_for(lambda: conn.tree.num_stored == 1)
-    assert wait_for(lambda: any("joined at seq 1" in w for w in conn.warnings))
+    wait_until(lambda: conn.tree.num_stored == 1, 5)
+    wait_until(lambda: any("joined at seq 1" in w for w in conn.warnings), 5)
     fake.publish_kv([fake.removed_event([1])], skip=True)
     fake.publish_kv([fake.removed_event([102])])
-    assert wait_for(lambda: any("1 batches of KV events lost (seq 2..2)" in w
-                                for w in conn.warnings))
+    wait_until(lambda: any("1 batches of KV events lost (seq 2..2)" in w
+                           for w in conn.warnings), 5)
     assert "no replay endpoint" in conn.warnings[-1]
 
 
@@ -204,7 +196,7 @@ def test_joining_a_running_server_replays_its_history(make):
         fake.publish_kv([fake.stored_event([200 + k], 199 + k if k else None, [k] * 4)])
     conn.connect(timeout=3)
     fake.publish_kv([fake.stored_event([203], 202, [3] * 4)])
-    assert wait_for(lambda: conn.tree.num_stored == 4)
+    wait_until(lambda: conn.tree.num_stored == 4, 5)
     assert conn.stats()["kv_replayed"] == 3 and not conn.warnings
 
 
@@ -212,11 +204,11 @@ def test_out_of_order_and_restarted_sequences_warn(make):
     fake, conn = make()
     for k in range(3):
         fake.publish_kv([fake.stored_event([300 + k], None, [k] * 4)])
-    assert wait_for(lambda: conn.tree.num_stored == 3)
+    wait_until(lambda: conn.tree.num_stored == 3, 5)
     fake.publish_kv([fake.stored_event([399], None, [9] * 4)], seq=1)          # repeated
-    assert wait_for(lambda: any("seq 1 arrived after 2" in w for w in conn.warnings))
+    wait_until(lambda: any("seq 1 arrived after 2" in w for w in conn.warnings), 5)
     fake.publish_kv([fake.stored_event([398], None, [8] * 4)], seq=0)          # restart
-    assert wait_for(lambda: any("publisher restarted" in w for w in conn.warnings))
+    wait_until(lambda: any("publisher restarted" in w for w in conn.warnings), 5)
     assert conn.tree.num_stored == 4
 
 
@@ -242,7 +234,7 @@ def test_a_server_without_the_plugin_gets_inferred_steps(make):
     rids = [conn.submit(SHARED + [k], 3) for k in range(2)]
     fake.run(2, report=False)
     assert conn.streams.wait(timeout=5)
-    assert wait_for(lambda: sum(len(r.emitted) for r in trace.records) == 6, timeout=5)
+    wait_until(lambda: sum(len(r.emitted) for r in trace.records) == 6, 5)
     assert any("inferred from arrival times" in w for w in conn.warnings)
     for rec in trace.records:
         ids = [c.request_id for c in rec.batch]
@@ -264,14 +256,14 @@ def test_a_dying_server_aborts_its_requests_and_says_so(make, monkeypatch):
     rids = [conn.submit(SHARED + [k], 50) for k in range(2)]
     fake.wait_waiting(2)
     fake.step(3)
-    assert wait_for(lambda: sum(len(r.emitted) for r in trace.records) == 6)
+    wait_until(lambda: sum(len(r.emitted) for r in trace.records) == 6, 5)
     fake.die()
     assert conn.streams.wait(timeout=5)
     assert all(conn.results[r].error for r in rids)
-    assert wait_for(lambda: sum(ev.kind == "aborted" for rec in trace.records
-                                for ev in rec.request_events) == 2, timeout=5)
-    assert wait_for(lambda: any("no word from the server" in w for w in conn.warnings))
-    assert wait_for(lambda: any("no word" in w for w in view.warnings))
+    wait_until(lambda: sum(ev.kind == "aborted" for rec in trace.records
+                           for ev in rec.request_events) == 2, 5)
+    wait_until(lambda: any("no word from the server" in w for w in conn.warnings), 5)
+    wait_until(lambda: any("no word" in w for w in view.warnings), 5)
     assert sum(len(r.emitted) for r in trace.records) == 6          # what we had stays
     with pytest.raises(ConnectError, match="connect"):
         VllmConnector("http://x").submit([1], 2)
@@ -319,7 +311,7 @@ def test_several_data_parallel_ranks_are_kept_apart(make, short_dir):
                 ev = fake.stored_event([500 + seq], 499 + seq if seq else None, [seq] * 4)
                 p.send_multipart([b"kv", seq.to_bytes(8, "big"),
                                   msgspec.msgpack.encode([time.time(), [ev], r])])
-        assert wait_for(lambda: conn.tree.num_stored == 4)
+        wait_until(lambda: conn.tree.num_stored == 4, 5)
         assert conn.tree.cached_prefix([0] * 4 + [1] * 4 + [9], 4) == 8
         assert {rank for rank, _ in conn.tree.slot} == {0, 1} and not conn.warnings
     finally:

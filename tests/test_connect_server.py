@@ -18,6 +18,7 @@ from inferlab.connect.front import launcher as srv_mod
 from inferlab.connect.front import machine
 from inferlab.connect.front.launcher import VllmServer
 from inferlab.connect.front.machine import VllmServerError, check_port_free
+from waiting import wait_until
 
 
 def fake_venv(tmp_path, body: str):
@@ -164,9 +165,8 @@ def test_a_server_that_dies_is_reported_with_its_log_in_the_view(tmp_path):
             view = VllmPrefixCache(conn)
             assert any("no step report" in w for w in conn.warnings)    # a fake: no plugin
             os.killpg(s.proc.pid, signal.SIGKILL)
-            end = time.monotonic() + 10
-            while time.monotonic() < end and not any("exited" in w for w in view.warnings):
-                time.sleep(0.05)
+            wait_until(lambda: any("exited" in w for w in view.warnings), 10, interval=0.05,
+                       what="the view's warning that the server exited")
             died = [w for w in view.warnings if "vLLM server exited" in w]
             assert died and "fake vLLM up" in died[0]
         finally:

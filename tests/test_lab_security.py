@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from waiting import wait_until
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -40,15 +42,14 @@ def test_lab_refuses_requests_without_its_token(tmp_path):
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:
-        token, log = None, ""
-        deadline = time.time() + 120
-        while token is None and time.time() < deadline:
-            line = proc.stdout.readline()
-            log += line
-            m = re.search(r"http://127\.0\.0\.1:(\d+)/lab\?token=([0-9a-f]+)", line)
-            if m:
-                port, token = m.group(1), m.group(2)
-        assert token, log[-3000:]
+        log = []
+
+        def url_printed():
+            log.append(proc.stdout.readline())
+            return re.search(r"http://127\.0\.0\.1:(\d+)/lab\?token=([0-9a-f]+)", log[-1])
+
+        port, token = wait_until(url_printed, 120, interval=0, what=lambda: (
+            "the lab's URL with its token; its log:\n" + "".join(log)[-3000:])).groups()
         url = f"http://127.0.0.1:{port}/api/status"
         code = None
         for _ in range(60):          # the URL is printed just before the socket listens
