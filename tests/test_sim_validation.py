@@ -109,17 +109,17 @@ def test_validation_returns_the_table(small_profile):
 
 
 def test_quoted_clock_error_is_the_recorded_validation():
-    """The error the chapters quote beside simulated numbers is the last recorded run's."""
+    """The error the this-cpu profile quotes is the last recorded run's. (The chapters' H100
+    label quotes the error against published H100 measurements instead:
+    tests/test_published_validation.py.)"""
     import json
     import pathlib
 
-    from inferlab.lab.chapters import _kit
     from inferlab.sim.this_cpu import VALIDATED_ERROR
     rec = json.loads((pathlib.Path(__file__).resolve().parents[1] / "docs" / "figures"
                       / "clock_validation.json").read_text())
     assert round(rec["median_abs_error"], 2) == VALIDATED_ERROR["median"]
     assert round(rec["worst_abs_error"], 2) == VALIDATED_ERROR["worst"]
-    assert f"{VALIDATED_ERROR['median']:.0%} median" in _kit.SIM_LABEL
 
 
 def test_bench_roofline_reports_every_batch_and_its_split():

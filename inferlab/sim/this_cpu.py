@@ -28,8 +28,9 @@ from .gpus import GPUProfile
 
 NAME = "this-cpu"
 # How far the cost model misses this CPU's measured steps when given this profile (the last
-# `inferlab bench clock --repeats 5 --out docs/figures`, 2026-11-30; BENCHMARKS.md). Chapters
-# quote it beside every simulated number; tests/test_sim_validation.py checks it equals
+# `inferlab bench clock --repeats 5 --out docs/figures`, 2026-11-30; BENCHMARKS.md): the
+# this-cpu profile's error only (the GPU profiles' is measured against published runs,
+# sim/published.py); tests/test_sim_validation.py checks it equals
 # docs/figures/clock_validation.json, so a new run cannot leave it stale.
 VALIDATED_ERROR = {"median": 0.28, "worst": 0.47}
 # fp32 [tokens, in] x [in, out] products of the size small decoders run (SmolLM2-135M's

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import random
 
-from inferlab.sim.this_cpu import VALIDATED_ERROR
+from inferlab.sim.published import label_note
 
 # The simulated clock every chapter uses unless it says otherwise: the tokens are computed
 # for real on this CPU by SmolLM2, the time is priced as if an 8B model ran on one H100.
-# Beside every simulated number: how far the same cost model misses this CPU's real steps.
+# Beside every simulated number: it is a projection, and how far the same cost model is from
+# published H100 measurements (sim/published.py, computed here, not typed in).
 SIM = dict(clock="H100", sim_model="llama-3-8b")
-SIM_LABEL = ("H100 (simulated, llama-3-8b shape; the cost model misses this CPU's measured "
-             f"steps by {VALIDATED_ERROR['median']:.0%} median)")
+SIM_LABEL = f"H100 (simulated, llama-3-8b shape; a projection: {label_note('H100')})"
 
 
 def seed_everything(seed: int = 0) -> None:
