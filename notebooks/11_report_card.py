@@ -17,10 +17,15 @@
 # # 11. Report card: every claim, measured and judged
 #
 # Each chapter tests a claim from the articles this lab grew from. Here every claim is
-# measured again, with its chapter's own measurement (deterministic wherever the claim
-# allows: token counts, slot counts and the simulated H100 clock; the kernel race of chapter 9
-# can only be timed on this machine's wall clock, in interleaved repeats with a busy-machine
-# check), and judged. The verdict is computed from the numbers, never typed:
+# measured again, with its chapter's own measurement, and each says what it **rests on**:
+#
+# * **measured**: the real model (SmolLM2) on this machine: token, block and step counts, or
+#   the wall clock in interleaved repeats (A B A B) with a busy-machine check;
+# * **projection**: the cost model pricing a GPU (what an H100 would do): shown with its
+#   numbers, never judged;
+# * **illustration**: it follows from how the lab built the example: shown, never judged.
+#
+# Only measured claims get a verdict, computed from the numbers, never typed:
 #
 # * **holds**: the effect is there, as large as published (or the claim names no size);
 # * **holds, smaller here**: the effect is there but smaller than published, and the reason
@@ -45,8 +50,8 @@ results = claims.run_all(smoke=SMOKE, progress=print)
 # %% [markdown]
 # ## The table
 #
-# Claim, the headline number measured here, the verdict, and beneath it the reason in numbers
-# (with the clock the numbers come from).
+# Claim, what it rests on, the headline number, the verdict, and beneath it the reason in
+# numbers (with the clock the numbers come from). The last lines count each kind.
 
 # %%
 print(report.text_table(results))
@@ -55,7 +60,8 @@ print(report.text_table(results))
 # ## One figure per claim
 #
 # The numbers behind each verdict; the bar colour is the verdict (green: holds, orange: holds,
-# smaller here, vermillion: does not hold here, grey: not measurable here). Each chapter's
+# smaller here, vermillion: does not hold here, grey: not measurable here; sky blue: a
+# projection, light grey: an illustration, neither judged). Each chapter's
 # notebook shows the full measurement.
 
 # %%
@@ -66,12 +72,14 @@ for claim, data, verdict in results:
 
 # %% [markdown]
 # ### The check
-# This cell fails if a verdict is not one of the four, or if a reason states no number.
+# This cell fails if a measured claim's verdict is not one of the four, if a projection or an
+# illustration got a verdict, or if a reason states no number.
 
 # %%
-from inferlab.lab.verdicts import VERDICTS
+from inferlab.lab.verdicts import MEASURED, VERDICTS
 assert len(results) == len(claims.CLAIMS)
 for claim, _, verdict in results:
-    assert verdict.verdict in VERDICTS, (claim.id, verdict.verdict)
+    assert (verdict.verdict in VERDICTS) == (claim.kind == MEASURED), (claim.id, verdict.verdict)
     assert any(ch.isdigit() for ch in verdict.reason), (claim.id, verdict.reason)
+print("rests on:", report.kind_counts(results))
 print({v: n for v, n in report.counts(results).items()})

@@ -41,7 +41,7 @@ def for_chapter(chapter) -> list[Claim]:
 
 def verdicts_for(chapter, data: dict) -> list[tuple[Claim, Verdict]]:
     """Judge a chapter's own measurement (a notebook's ``data``) for each of its claims."""
-    return [(c, c.judge(data)) for c in for_chapter(chapter)]
+    return [(c, c.assess(data)) for c in for_chapter(chapter)]
 
 
 def print_verdicts(chapter, data: dict, width: int = 100) -> None:
@@ -52,6 +52,7 @@ def print_verdicts(chapter, data: dict, width: int = 100) -> None:
     for claim, v in verdicts_for(chapter, data):
         print(wrap(claim.text, f"Claim {claim.id}: "))
         print(wrap(claim.source, "Source:  "))
+        print(f"Rests on: {claim.kind}")
         print(f"Verdict: {v.verdict.upper()}")
         print(wrap(v.reason, "Why:     "))
         if v.warning:
@@ -72,5 +73,5 @@ def run_all(smoke: bool = False, only=None, progress: Callable[[str], None] | No
                 progress(f"measuring {claim.chapter} ...")
             measured[claim.measure] = claim.measure(smoke)
         data = measured[claim.measure]
-        out.append((claim, data, claim.judge(data)))
+        out.append((claim, data, claim.assess(data)))
     return out

@@ -5,42 +5,64 @@ from __future__ import annotations
 import textwrap
 
 from . import palette
-from .verdicts import FAILS, HOLDS, HOLDS_SMALLER, UNMEASURABLE
+from .verdicts import (FAILS, HOLDS, HOLDS_SMALLER, ILLUSTRATED, KINDS, PROJECTED,
+                       UNMEASURABLE)
 
 VERDICT_COLORS = {HOLDS: palette.BLUISH_GREEN, HOLDS_SMALLER: palette.ORANGE,
-                  FAILS: palette.VERMILLION, UNMEASURABLE: palette.GREY}
+                  FAILS: palette.VERMILLION, UNMEASURABLE: palette.GREY,
+                  PROJECTED: palette.SKY_BLUE, ILLUSTRATED: palette.MUTED}
 
 
 def counts(results) -> dict[str, int]:
+    """How many claims got each verdict (measured claims) or were shown as a projection or
+    an illustration."""
     out = {v: 0 for v in VERDICT_COLORS}
     for _, _, verdict in results:
         out[verdict.verdict] += 1
     return out
 
 
+def kind_counts(results) -> dict[str, int]:
+    """How many claims rest on a measurement, a projection, an illustration."""
+    out = {k: 0 for k in KINDS}
+    for claim, _, _ in results:
+        out[claim.kind] += 1
+    return out
+
+
+def as_records(results) -> list[dict]:
+    """Every claim as plain data (``inferlab claims --json``)."""
+    return [{"id": c.id, "chapter": c.chapter, "claim": c.text, "source": c.source,
+             "rests_on": c.kind, "verdict": v.verdict, "measured": v.measured,
+             "reason": v.reason, "unit": v.unit, "clock": v.clock, "warning": v.warning,
+             "points": [[str(k), float(val)] for k, val in v.points]}
+            for c, _, v in results]
+
+
 def text_table(results, width: int = 110) -> str:
     """claim | measured | verdict, then the reason indented beneath (terminal width)."""
-    lines = [f"{'claim':20} {'measured':34} verdict", "-" * min(width, 80)]
+    lines = [f"{'claim':20} {'rests on':12} {'measured':34} verdict", "-" * min(width, 80)]
     for claim, _, v in results:
-        lines.append(f"{claim.id:20} {v.measured[:34]:34} {v.verdict}")
+        lines.append(f"{claim.id:20} {claim.kind:12} {v.measured[:34]:34} {v.verdict}")
         lines += textwrap.wrap(v.reason, width, initial_indent="    ",
                                subsequent_indent="    ")
         if v.warning:
             lines += textwrap.wrap(v.warning, width, initial_indent="    ",
                                    subsequent_indent="    ")
-    c = counts(results)
-    lines += ["", "; ".join(f"{n} {v}" for v, n in c.items())]
+    lines += ["", "rests on: " + "; ".join(f"{n} {k}" for k, n in kind_counts(results).items()),
+              "; ".join(f"{n} {v}" for v, n in counts(results).items())]
     return "\n".join(lines)
 
 
 def markdown_table(results) -> str:
     """The table as the README carries it."""
     esc = lambda s: s.replace("|", "\\|").replace("\n", " ")
-    rows = ["| claim | chapter | measured | verdict | reason |", "|---|---|---|---|---|"]
+    rows = ["| claim | chapter | rests on | measured | verdict | reason |",
+            "|---|---|---|---|---|---|"]
     for claim, _, v in results:
         reason = v.reason + (f" ({v.warning})" if v.warning else "")
-        rows.append(f"| {esc(claim.text)} | {claim.chapter[:4]} | {esc(v.measured)} | "
-                    f"**{v.verdict}** | {esc(reason)} |")
+        rows.append(f"| {esc(claim.text)} | {claim.chapter[:4]} | {claim.kind} | "
+                    f"{esc(v.measured)} | **{v.verdict}** | {esc(reason)} |")
     return "\n".join(rows)
 
 

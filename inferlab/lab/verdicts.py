@@ -7,12 +7,19 @@ Four verdicts, and only these: the claim holds; it holds but the effect measured
 smaller than the published one (the reason says how much and why, in numbers); it does not
 hold here; or this machine cannot measure it (the reason says what is missing). A reason
 without a number is refused: "holds" alone would be an opinion, not a measurement.
+
+Only a claim that rests on a measurement gets one of them. Each claim says what it rests on
+(``Claim.kind``): ``measured`` (the real model on this machine: token, block and step
+counts, or the wall clock under the A B A B protocol), ``projection`` (the cost model pricing
+a GPU: what an H100 would do) or ``illustration`` (it follows from how the lab built the
+example). A projection or an illustration is shown as such, with its numbers, never as
+"holds" (``Claim.assess``).
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 HOLDS = "holds"
@@ -20,6 +27,11 @@ HOLDS_SMALLER = "holds, smaller here"
 FAILS = "does not hold here"
 UNMEASURABLE = "not measurable here"
 VERDICTS = (HOLDS, HOLDS_SMALLER, FAILS, UNMEASURABLE)
+# what a claim rests on, and how the report card shows a claim that is not measured
+MEASURED, PROJECTION, ILLUSTRATION = "measured", "projection", "illustration"
+KINDS = (MEASURED, PROJECTION, ILLUSTRATION)
+PROJECTED, ILLUSTRATED = "projection, not judged", "illustration, not judged"
+STANDINGS = VERDICTS + (PROJECTED, ILLUSTRATED)
 
 _NUMBER = re.compile(r"\d")
 
@@ -39,8 +51,8 @@ class Verdict:
     warning: str | None = None
 
     def __post_init__(self):
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        if self.verdict not in STANDINGS:
+            raise ValueError(f"verdict must be one of {STANDINGS}, got {self.verdict!r}")
         if not _NUMBER.search(self.reason):
             raise ValueError(f"a verdict's reason must state numbers, got {self.reason!r}")
 
@@ -58,10 +70,27 @@ class Claim:
     chapter: str                            # chapter module, e.g. "ch05_batching"
     measure: Callable[[bool], dict]         # smoke -> the chapter's measured data
     judge: Callable[[dict], Verdict]
+    kind: str = MEASURED                    # what the verdict rests on: one of KINDS
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.id}: kind must be one of {KINDS}, got {self.kind!r}")
 
     @property
     def number(self) -> int:
         return int(self.chapter[2:4])
+
+    def assess(self, data: dict) -> Verdict:
+        """The judge's verdict on ``data`` if the claim is measured; otherwise the same
+        numbers shown as a projection or an illustration, not judged."""
+        v = self.judge(data)
+        if self.kind == MEASURED:
+            return v
+        head = ("projection (the cost model pricing a GPU; not a measurement, not judged): "
+                if self.kind == PROJECTION else
+                "illustration (follows from how the lab built the example; not judged): ")
+        return replace(v, verdict=PROJECTED if self.kind == PROJECTION else ILLUSTRATED,
+                       reason=head + v.reason)
 
 
 # The seed articles the claims come from (reference only: the claims are in our words).

@@ -11,7 +11,8 @@ import html
 import json
 
 from .. import palette, protocol
-from ..verdicts import COUNTS, ENTER, FAILS, Claim, Verdict, direction, pct, wall_warning
+from ..verdicts import (COUNTS, ENTER, FAILS, ILLUSTRATION, Claim, Verdict, direction, pct,
+                        wall_warning)
 from . import _kit
 
 TITLE = "Prompt anatomy and statelessness"
@@ -139,7 +140,11 @@ def replay_turns(eng, turns: int) -> list[dict]:
     return rows
 
 
-def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None) -> dict:
+def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None,
+            caching: tuple[bool, bool] = (False, True)) -> dict:
+    """The 20-turn conversation on SmolLM2 without and with prefix caching (``caching``:
+    the two runs' setting; a test gives (False, False) to remove the effect), priced on the
+    simulated H100, and unless ``deterministic`` its first turns on the wall clock."""
     _kit.seed_everything(0)
     tok = _kit.tokenizer()
     tokens = anatomy(tok, turn=3)
@@ -148,9 +153,9 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
     # All 20 turns, in smoke runs too: the token counts are the point, and SmolLM2 prefills
     # them in seconds. The simulated clock prices each turn's TTFT for an 8B model on an
     # H100, the same on every run.
-    for cache in (False, True):
+    for arm, cache in zip(("uncached", "cached"), caching):
         eng = _kit.engine(None, enable_prefix_caching=cache, **_kit.SIM)
-        runs[("cached" if cache else "uncached") + " · sim"] = replay_turns(eng, len(TURNS))
+        runs[arm + " · sim"] = replay_turns(eng, len(TURNS))
     data = {"tokens": tokens, "counts": counts, "runs": runs, "clock_sim": _kit.SIM_LABEL,
             "model": eng.model_name}
     if not deterministic:
@@ -295,7 +300,7 @@ def judge_stateless(d: dict) -> Verdict:
 CLAIMS = (
     Claim("01-assembly", "What the model reads is mostly not what the user typed: a system "
           "prompt, tool definitions, memory and the earlier turns are wrapped around the "
-          "new message.", ENTER, "ch01_prompt_anatomy", measure_for_claims, judge_assembly),
+          "new message.", ENTER, "ch01_prompt_anatomy", measure_for_claims, judge_assembly, kind=ILLUSTRATION),
     Claim("01-stateless", "The model keeps nothing between calls, so each turn processes the "
           "whole conversation again, unless a prefix cache keeps the earlier turns' KV.",
           ENTER, "ch01_prompt_anatomy", measure_for_claims, judge_stateless),

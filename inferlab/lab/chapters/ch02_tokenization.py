@@ -51,14 +51,18 @@ def pieces(tok, text: str) -> list[str]:
     return [tok.decode([i]) for i in tok.encode(text, add_special_tokens=False)]
 
 
-def measure(smoke: bool = False, deterministic: bool = False) -> dict:
+def measure(smoke: bool = False, deterministic: bool = False, texts: dict | None = None) -> dict:
+    """Each language's message through SmolLM2's tokenizer (``texts``: {language: text},
+    default the chapter's), its prefill priced on the simulated H100 and, unless
+    ``deterministic``, timed on this machine."""
     import inferlab as il
     from inferlab.core.shapes import kv_bytes_per_token, model_shape
     _kit.seed_everything(0)
     tok = _kit.tokenizer()
     repeat = REPEAT_SMOKE if smoke else REPEAT
-    langs = list(TEXTS) if not smoke else ["English", "French", "Russian", "Hindi",
-                                           "Chinese", "Thai"]
+    texts = texts or TEXTS
+    langs = list(texts) if not smoke else [k for k in ("English", "French", "Russian", "Hindi",
+                                                       "Chinese", "Thai") if k in texts]
     kv_here = kv_bytes_per_token(model_shape("smollm2-135m"), 4)
     kv_8b = kv_bytes_per_token(model_shape("llama-3-8b"), 2)
     sim = _kit.engine(None, enable_prefix_caching=False, **_kit.SIM)
@@ -68,7 +72,7 @@ def measure(smoke: bool = False, deterministic: bool = False) -> dict:
         _kit.warm_up(wall)
     rows = []
     for lang in langs:
-        text = TEXTS[lang]
+        text = texts[lang]
         doc = " ".join([text] * repeat)
         ids = tok.encode(doc, add_special_tokens=False)
         one = il.SamplingParams(max_tokens=1, ignore_eos=True)
@@ -134,9 +138,10 @@ def judge_languages(d: dict) -> Verdict:
     mib = lambda r: f"{r['kv_bytes_8b'] / 2**20:.1f} MiB"
     return Verdict(v, f"{hi['language']} needs {x(hi['vs_english'])} English's tokens for the "
                    f"same message ({hi['tokens']} vs {en['tokens']}), {mid['language']} "
-                   f"{x(mid['vs_english'])}; prefill of {d['repeat']} copies "
+                   f"{x(mid['vs_english'])} (token counts, SmolLM2's tokenizer); projection "
+                   f"{clock_note(d['clock_sim'])}: prefill of {d['repeat']} copies "
                    f"{ms(hi['prefill_sim'])} vs {ms(en['prefill_sim'])}, their KV cache "
-                   f"{mib(hi)} vs {mib(en)} for an 8B model {clock_note(d['clock_sim'])}",
+                   f"{mib(hi)} vs {mib(en)} for an 8B model",
                    measured=f"up to {x(hi['vs_english'])} the tokens",
                    points=tuple((r["language"], r["tokens"]) for r in rows),
                    unit="tokens for the same message", clock=COUNTS)

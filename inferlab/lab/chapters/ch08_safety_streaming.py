@@ -19,8 +19,8 @@ beside it, where a check's prefill costs far more than on a GPU.
 from __future__ import annotations
 
 from .. import palette, protocol
-from ..verdicts import (ENTER, FAILS, HOLDS, HOLDS_SMALLER, Claim, Verdict, clock_note, direction,
-                       ms, pct, wall_warning, worst, x)
+from ..verdicts import (ENTER, FAILS, HOLDS, HOLDS_SMALLER, PROJECTION, Claim, Verdict, clock_note,
+                        direction, ms, pct, wall_warning, worst, x)
 
 TITLE = "Safety classifiers and streaming"
 CLAIM = ("Input and output safety classifiers are extra model calls: the input check adds its "
@@ -248,8 +248,8 @@ def judge_output_check(d: dict) -> Verdict:
 CLAIMS = (
     Claim("08-input-check", "An input safety classifier is an extra model call that sits "
           "in front of the first token.", ENTER, "ch08_safety_streaming", measure_for_claims,
-          judge_input_check),
+          judge_input_check, kind=PROJECTION),
     Claim("08-output-check", "Holding output until a safety check has read it delays the "
           "first visible word; checking in chunks wins most of streaming back.", ENTER,
-          "ch08_safety_streaming", measure_for_claims, judge_output_check),
+          "ch08_safety_streaming", measure_for_claims, judge_output_check, kind=PROJECTION),
 )

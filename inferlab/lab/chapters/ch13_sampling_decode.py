@@ -16,8 +16,8 @@ engine's own sampler filter (``inferlab.model.sampler.filter_logits``).
 from __future__ import annotations
 
 from .. import palette
-from ..verdicts import (AFTER, COUNTS, FAILS, HOLDS, Claim, Verdict, clock_note, direction, ms,
-                       pct, worst, x)
+from ..verdicts import (AFTER, COUNTS, FAILS, HOLDS, ILLUSTRATION, Claim, Verdict, clock_note,
+                        direction, ms, pct, worst, x)
 from . import _kit
 from ._ch13_costs import (add_cost_panels, costs_summary, decode_lengths, kv_memory_table,
                           kv_saving, network_ttft, wall_decode_lengths)
@@ -105,13 +105,14 @@ def draws(eng, ids: list[int], n: int, p1, top: list[dict]) -> dict:
             "top_p": float(sum(float(p1[i]) for i in top_ids))}
 
 
-def answers(eng, ids: list[int], seeds: int, max_tokens: int) -> dict:
+def answers(eng, ids: list[int], seeds: int, max_tokens: int,
+            temperature: float = ANSWER_TEMPERATURE) -> dict:
     """The same prompt, sampled with ``seeds`` different seeds, seed 0 again, and greedy
     twice, all in one batch: how many different answers come out."""
     import inferlab as il
-    sampled = [il.SamplingParams(max_tokens=max_tokens, temperature=ANSWER_TEMPERATURE,
+    sampled = [il.SamplingParams(max_tokens=max_tokens, temperature=temperature,
                                  top_p=ANSWER_TOP_P, seed=s) for s in range(seeds)]
-    again = il.SamplingParams(max_tokens=max_tokens, temperature=ANSWER_TEMPERATURE,
+    again = il.SamplingParams(max_tokens=max_tokens, temperature=temperature,
                               top_p=ANSWER_TOP_P, seed=0)
     greedy = il.SamplingParams(max_tokens=max_tokens)
     outs = eng.generate([ids] * (seeds + 3), sampled + [again, greedy, greedy], use_tqdm=False)
@@ -119,11 +120,12 @@ def answers(eng, ids: list[int], seeds: int, max_tokens: int) -> dict:
     return {"seeded": texts[:seeds], "seed0_again": texts[seeds], "greedy": texts[-2:],
             "distinct": len(set(texts[:seeds])), "seeds": seeds,
             "repeatable": texts[seeds] == texts[0], "greedy_same": texts[-2] == texts[-1],
-            "temperature": ANSWER_TEMPERATURE, "top_p": ANSWER_TOP_P}
+            "temperature": temperature, "top_p": ANSWER_TOP_P}
 
 
 def measure(smoke: bool = False, deterministic: bool = False, model: str | None = None,
-            repeats: int | None = None) -> dict:
+            repeats: int | None = None, temperature: float = ANSWER_TEMPERATURE,
+            lengths=None) -> dict:
     """Sampling on ``model`` (the real SmolLM2 by default; seeded, so deterministic); decode
     length, the KV cache's saving and the network on SmolLM2 and the simulated H100
     clock (counts and priced times, the same every run); unless ``deterministic``, decode
@@ -135,8 +137,8 @@ def measure(smoke: bool = False, deterministic: bool = False, model: str | None 
     data = {"sizes": s, "model": eng.model_name, "clock_sim": _kit.SIM_LABEL,
             "distribution": dist,
             "draws": draws(eng, dist["ids"], s["draws"], p1, dist["top"]),
-            "answers": answers(eng, dist["ids"], s["seeds"], s["answer_tokens"]),
-            "decode": decode_lengths(s["lengths"]),
+            "answers": answers(eng, dist["ids"], s["seeds"], s["answer_tokens"], temperature),
+            "decode": decode_lengths(lengths or s["lengths"]),
             "kv": {"saving": kv_saving(s["kv_prompt"], s["kv_answer"]),
                    "memory": kv_memory_table()},
             "network": network_ttft()}
@@ -232,22 +234,23 @@ def judge_decode_length(d: dict) -> Verdict:
     rows = d["decode"]
     a, b = rows[0], rows[-1]
     one_each = all(r["steps"] == r["output_tokens"] == r["max_tokens"] for r in rows)
-    r = b["decode"] / a["decode"]
-    n = (b["max_tokens"] - 1) / (a["max_tokens"] - 1)
-    v = direction(r, clear=0.5 * n) if one_each else FAILS
+    r = b["steps"] / a["steps"]
+    v = direction(r, clear=2) if one_each else FAILS
+    n = (b["max_tokens"] - 1) / max(a["max_tokens"] - 1, 1)
     reason = (f"answers of {a['max_tokens']} -> {b['max_tokens']} tokens took "
-              f"{a['steps']} -> {b['steps']} engine steps (one per token, the first from the "
-              f"prefill step); decode time {ms(a['decode'])} -> {ms(b['decode'])} ({x(r)} for "
-              f"{x(n)} the decode steps), E2E {ms(a['e2e'])} -> {ms(b['e2e'])} "
-              f"{clock_note(d['clock_sim'])}")
+              f"{a['steps']} -> {b['steps']} engine steps ({x(r)}; one per token, the first "
+              f"from the prefill step; step counts on {d['model']}); projection "
+              f"{clock_note(d['clock_sim'])}: decode time {ms(a['decode'])} -> "
+              f"{ms(b['decode'])} ({x(b['decode'] / a['decode'])} for {x(n)} the decode "
+              f"steps), E2E {ms(a['e2e'])} -> {ms(b['e2e'])}")
     if "decode_wall" in d:
         w = d["decode_wall"]["rows"]
         reason += (f"; wall clock ({d['decode_wall']['model']}): E2E {ms(w[0]['e2e'], 0)} at "
                    f"{w[0]['max_tokens']} tokens -> {ms(w[-1]['e2e'], 0)} at "
                    f"{w[-1]['max_tokens']}")
-    return Verdict(v, reason, measured=f"{b['steps']} steps, {x(b['e2e'] / a['e2e'])} E2E",
-                   points=tuple((f"{r['max_tokens']} tokens", r["e2e"] * 1e3) for r in rows),
-                   unit="ms to the whole answer", clock=d["clock_sim"],
+    return Verdict(v, reason, measured=f"{a['steps']} -> {b['steps']} steps",
+                   points=tuple((f"{r['max_tokens']} tokens", r["steps"]) for r in rows),
+                   unit="engine steps to the whole answer", clock=COUNTS,
                    warning=(d.get("decode_wall") or {}).get("warning"))
 
 
@@ -308,8 +311,8 @@ CLAIMS = (
           measure_for_claims, judge_decode_length),
     Claim("13-kv-tradeoff", "The KV cache keeps earlier tokens' keys and values so they are "
           "not recomputed at every step, at the price of memory that grows with every token.",
-          AFTER, "ch13_sampling_decode", measure_for_claims, judge_kv_tradeoff),
+          AFTER, "ch13_sampling_decode", measure_for_claims, judge_kv_tradeoff, kind=ILLUSTRATION),
     Claim("13-network", "What a user perceives as speed is not inference alone: network "
           "round trips add to the time before the first word.", AFTER,
-          "ch13_sampling_decode", measure_for_claims, judge_network),
+          "ch13_sampling_decode", measure_for_claims, judge_network, kind=ILLUSTRATION),
 )

@@ -1,0 +1,71 @@
+"""Every measured claim can fail: each test runs the chapter's own measurement (smoke size,
+SmolLM2) with the effect removed, and the judge must stop saying "holds". With the effect in
+place the same judges hold (tests/test_claims.py, on `inferlab claims --smoke`).
+
+What is removed, claim by claim: prefix caching (01-stateless, 07-prefix-reuse), the
+languages' differences (02: English in every language), input length (03: the same length
+at both ends of the sweep), paging (04: the paged run uses the contiguous layout, same
+memory), continuous batching (05: both runs static), sampling (13-sampling: temperature 0),
+longer answers (13-decode-length: the same length twice). Chapter 09 is timed kernels only:
+its falsification is the judge's test in test_chapters_content.py.
+"""
+from __future__ import annotations
+
+import pytest
+
+from inferlab.lab import claims
+from inferlab.lab.verdicts import FAILS, HOLDS, MEASURED
+
+pytestmark = pytest.mark.slow
+
+
+def verdict(claim_id: str, data: dict) -> str:
+    claim = next(c for c in claims.CLAIMS if c.id == claim_id)
+    assert claim.kind == MEASURED, claim_id
+    return claim.assess(data).verdict
+
+
+def test_01_without_a_prefix_cache_the_turns_are_not_saved():
+    from inferlab.lab.chapters import ch01_prompt_anatomy as ch
+    d = ch.measure(smoke=True, deterministic=True, caching=(False, False))
+    assert verdict("01-stateless", d) == FAILS
+
+
+def test_02_the_same_text_in_every_language_costs_the_same():
+    from inferlab.lab.chapters import ch02_tokenization as ch
+    same = {lang: ch.TEXTS["English"] for lang in ("English", "French", "Thai")}
+    d = ch.measure(smoke=True, deterministic=True, texts=same)
+    assert verdict("02-languages", d) == FAILS
+
+
+def test_03_inputs_of_one_length_show_no_growth():
+    from inferlab.lab.chapters import ch03_prefill_decode as ch
+    d = ch.measure(smoke=True, fit=False, wall_lengths=[256, 257])
+    assert verdict("03-prefill-decode", d) != HOLDS          # FAILS, or smaller under noise
+
+
+def test_04_contiguous_against_contiguous_saves_nothing():
+    from inferlab.lab.chapters import ch04_kv_cache as ch
+    d = ch.measure(smoke=True, arms={"contiguous": "contiguous", "paged": "contiguous"})
+    assert verdict("04-kv-waste", d) == FAILS
+    assert verdict("04-paged-throughput", d) == FAILS
+
+
+def test_05_static_against_static_gains_nothing():
+    from inferlab.lab.chapters import ch05_batching as ch
+    d = ch.measure(smoke=True, arms={"static": "static", "continuous": "static"})
+    assert verdict("05-throughput", d) == FAILS              # no steps saved
+    assert verdict("05-response-time", d) != HOLDS            # wall clock: FAILS, or noise
+
+
+def test_07_without_a_prefix_cache_the_loop_recomputes_everything():
+    from inferlab.lab.chapters import ch07_prefix_caching as ch
+    d = ch.measure(smoke=True, caching=(False, False))
+    assert verdict("07-prefix-reuse", d) == FAILS
+
+
+def test_13_greedy_answers_do_not_differ_and_equal_lengths_take_equal_steps():
+    from inferlab.lab.chapters import ch13_sampling_decode as ch
+    d = ch.measure(smoke=True, deterministic=True, temperature=0.0, lengths=(32, 32))
+    assert verdict("13-sampling", d) == FAILS
+    assert verdict("13-decode-length", d) == FAILS
