@@ -2,7 +2,7 @@
 timelines on one time axis, batch occupancy over time, latency distributions, throughput.
 
     cmp = BatchingComparison.run(workload, ("static", dict(scheduler="static")),
-                                 ("continuous", dict(scheduler="continuous")), model="tiny")
+                                 ("continuous", dict(scheduler="continuous")))   # SmolLM2
     cmp = BatchingComparison(trace_a, trace_b, labels=["static", "continuous"])
 """
 from __future__ import annotations
@@ -83,7 +83,7 @@ class BatchingComparison(View):
         return max(delta, 1)
 
     @classmethod
-    def run(cls, workload, *configs, model="tiny", background: bool = False, **common):
+    def run(cls, workload, *configs, model=None, background: bool = False, **common):
         """Run ``workload`` once per (label, engine kwargs) config, live into a new view."""
         from inferlab.engine import Engine
         from inferlab.sim.workloads import run_workload
