@@ -35,7 +35,7 @@ def test_wheel_installs_kernels_and_widgets(tmp_path):
         "import inferlab.kernels.reference, inferlab.kernels.gemm_cpu, inferlab.kernels.decode_cpu;"
         "from inferlab.sim.chat_requests import bundled;"
         "assert len(bundled()) >= 40 and 'site-packages' in inferlab.sim.__file__;"
-        "import inferlab.connect.wire.kv_events, inferlab.tools.jupyter;"
+        "import inferlab.connect.wire.kv_events, inferlab.tools.jupyter, inferlab.serve.app;"
         "assert (pathlib.Path(inferlab.connect.__file__).parent / 'plugin' / 'stat_logger.py').exists()")
     r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
