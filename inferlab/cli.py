@@ -1,7 +1,9 @@
 """Command line: `inferlab generate "prompt"`, `inferlab bench ...`, `inferlab figures`,
-`inferlab claims` (the report card: every claim's computed verdict), `inferlab vllm serve`
+`inferlab claims` (the report card: every claim's computed verdict), `inferlab serve` (the
+engine behind the OpenAI API), `inferlab vllm serve`
 (vLLM's server set up for the lab's views), `inferlab cache info|warm|clear` (the weights
-cache), `inferlab export-hf DIR` (a transformers directory), `inferlab export-html`."""
+cache), `inferlab export-hf DIR` (a transformers directory), `inferlab export-html`,
+`inferlab results render|check` (README's and BENCHMARKS' tables from docs/results/)."""
 from __future__ import annotations
 
 import argparse
@@ -35,14 +37,15 @@ def _generate(args) -> int:
 def _bench(args) -> int:
     if args.what == "engine" and args.alone:
         from inferlab.bench.engine import bench_engine_alone
-        bench_engine_alone(num_requests=args.requests or 32, repeats=args.repeats,
-                           model=args.model)
+        _save(args, bench_engine_alone(num_requests=args.requests or 32, repeats=args.repeats,
+                                       model=args.model))
         return 0
     if args.what == "engine":
         from inferlab.bench.engine import bench_engine
-        bench_engine(num_requests=args.requests or 32, repeats=args.repeats, model=args.model,
-                     device=args.device, other_linear=args.linear_backend
-                     if args.linear_backend != "auto" else "torch")
+        _save(args, bench_engine(num_requests=args.requests or 32, repeats=args.repeats,
+                                 model=args.model, device=args.device,
+                                 other_linear=args.linear_backend
+                                 if args.linear_backend != "auto" else "torch"))
         return 0
     if args.what == "trace":
         from inferlab.bench.engine import bench_trace, print_trace_bench
@@ -54,21 +57,21 @@ def _bench(args) -> int:
         return 0 if res["blocks_leaked"] == 0 and res["rss_growth"] < 0.05 else 1
     if args.what == "vllm":
         from inferlab.bench.vllm import bench_vllm
-        bench_vllm(num_requests=args.requests or 32, repeats=args.repeats)
+        _save(args, bench_vllm(num_requests=args.requests or 32, repeats=args.repeats))
         return 0
     if args.what == "clock":
         from inferlab.bench.clock_validation import main as bench_clock
-        return bench_clock(repeats=args.repeats, model=args.model, out=args.out,
-                           threads=args.threads)
+        return bench_clock(repeats=args.repeats, model=args.model,
+                           out=args.out or "build/bench/clock", threads=args.threads)
     if args.what == "roofline":
         from inferlab.bench.roofline import main as bench_roofline
-        bench_roofline(model=args.model, repeats=args.repeats + 2,
-                       linear_backend=args.linear_backend)
+        _save(args, bench_roofline(model=args.model, repeats=args.repeats + 2,
+                                   linear_backend=args.linear_backend))
         return 0
     if args.what == "coldstart":
         from inferlab.bench.coldstart import main as bench_coldstart
-        out = args.out if args.out != "build/bench/clock" else "build/bench/coldstart.json"
-        bench_coldstart(repeats=args.repeats + 1, out_path=out)
+        bench_coldstart(repeats=args.repeats + 1,
+                        out_path=args.out or "build/bench/coldstart.json")
         return 0
     if args.what == "kernels":
         from inferlab.bench.attention_kernels import main as bench_kernels
@@ -76,7 +79,7 @@ def _bench(args) -> int:
         return 0
     if args.what == "gemm":
         from inferlab.bench.gemm import main as bench_gemm
-        bench_gemm(repeats=args.repeats + 2)
+        _save(args, bench_gemm(repeats=args.repeats + 2))
         return 0
     if args.what == "profile":
         from inferlab.bench.profile import main as bench_profile
@@ -89,6 +92,22 @@ def _bench(args) -> int:
     kw = {"num_requests": args.requests} if args.requests else {}
     run_sched(args.what, repeats=args.repeats, model=args.model, **kw)
     return 0
+
+
+def _save(args, numbers) -> None:
+    """``--out PATH``: the bench's numbers as a result file, with the command, date, CPU and
+    load beside them (docs/results/ holds the files README's and BENCHMARKS' tables render
+    from: `inferlab results render`)."""
+    if args.out:
+        import shlex
+
+        from inferlab.bench.common import write_result
+        print(f"written to {write_result(args.out, 'inferlab ' + shlex.join(args.argv), numbers)}")
+
+
+def _results(args) -> int:
+    from inferlab.tools.results import main as results_main
+    return results_main(args.action)
 
 
 def _export_hf(args) -> int:
@@ -165,6 +184,17 @@ def _claims(args) -> int:
     results = claims.run_all(smoke=args.smoke, only=args.only or None,
                              progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     mode = "smoke run" if args.smoke else "full run"
+    if args.json:
+        import json
+
+        from inferlab.bench.common import result_meta
+        cmd = "inferlab claims" + (" --smoke" if args.smoke else "") + (
+            " --only " + " ".join(args.only) if args.only else "") + " --json"
+        print(json.dumps({**result_meta(cmd), "smoke": args.smoke,
+                          "rests_on": report.kind_counts(results),
+                          "verdicts": report.counts(results),
+                          "claims": report.as_records(results)}, indent=1))
+        return 0
     print(f"inferlab report card ({mode}; {len(results)} claims)\n")
     print(report.markdown_table(results) if args.markdown else report.text_table(results))
     return 0
@@ -229,9 +259,11 @@ def main(argv=None) -> int:
     b.add_argument("--linear-backend", default="auto",
                    help="roofline: the GEMM path (auto, torch, onednn, onednn-packed, numba, "
                    "numba+...); engine: the second inferlab engine's (default torch)")
-    b.add_argument("--out", default="build/bench/clock",
-                   help="clock: where the table (JSON) and the figure (SVG, PNG) go; "
-                   "coldstart: the result file (default build/bench/coldstart.json)")
+    b.add_argument("--out", default=None,
+                   help="clock: where the table (JSON) and the figure (SVG, PNG) go (default "
+                   "build/bench/clock); coldstart: the result file (default "
+                   "build/bench/coldstart.json); engine, vllm, roofline, gemm: write the "
+                   "numbers with the command, date, CPU and load to this JSON file")
     b.add_argument("--threads", type=int, default=None,
                    help="clock: torch/numba threads (default: all CPUs)")
     b.set_defaults(fn=_bench)
@@ -251,6 +283,11 @@ def main(argv=None) -> int:
                        "(re-hash every file) | clear")
     c.add_argument("action", choices=["info", "warm", "verify", "clear"])
     c.set_defaults(fn=_cache)
+    from inferlab.serve import command as serve_command
+    sv = sub.add_parser("serve", help="serve the engine over the OpenAI API (FastAPI + "
+                        "uvicorn; 127.0.0.1 unless given an API key; Ctrl-C stops)")
+    serve_command.add_arguments(sv)
+    sv.set_defaults(fn=serve_command.run)
     v = sub.add_parser("vllm", help="vLLM beside the lab: `inferlab vllm serve`")
     vs = v.add_subparsers(dest="vllm_cmd", required=True)
     vv = vs.add_parser("serve", help="start vLLM's OpenAI server from .venv-vllm, its KV events "
@@ -271,8 +308,17 @@ def main(argv=None) -> int:
     c.add_argument("--only", nargs="+", default=None,
                    help="claim ids or chapters (e.g. ch05 04-kv-waste)")
     c.add_argument("--markdown", action="store_true", help="print a Markdown table (README)")
+    c.add_argument("--json", action="store_true",
+                   help="every claim as JSON (class, verdict, numbers, reason) with the "
+                        "command, date, CPU and load")
     c.set_defaults(fn=_claims)
+    r = sub.add_parser("results", help="README's and BENCHMARKS' tables from the result files "
+                       "in docs/results: render (rewrite the marked blocks) | check (list the "
+                       "blocks that differ; exit 1)")
+    r.add_argument("action", choices=["render", "check"])
+    r.set_defaults(fn=_results)
     args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     from inferlab.errors import InferlabError
     try:
         return args.fn(args)

@@ -257,6 +257,10 @@ def figure(res: dict):
 def main(repeats: int = 3, model=None, out="build/bench/clock", threads: int | None = None) -> int:
     say = lambda msg: print(msg, file=sys.stderr, flush=True)
     res = validate(model, repeats=repeats, progress=say, threads=threads)
+    from .common import result_meta             # the command, date, CPU and load beside it
+    cmd = f"inferlab bench clock --repeats {repeats}" + (f" --model {model}" if model else "") \
+        + (f" --threads {threads}" if threads else "") + f" --out {out}"
+    res = {**result_meta(cmd), **res}
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "clock_validation.json").write_text(json.dumps(res, indent=1, default=str))

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from .common import cpu_name
 
 CHILD = r"""
 import json, sys, time
@@ -39,18 +40,6 @@ print(json.dumps({"import": t1 - t0, "engine": t2 - t1, "first token": t3 - t2,
                   "linear": eng.runner.linear_backend}))
 """
 PHASES = ("import", "engine", "first token", "total")
-
-
-def cpu_name() -> str:
-    """The CPU's model name as ``lscpu`` prints it (from /proc/cpuinfo)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _run(env_extra: dict) -> dict:
@@ -94,8 +83,9 @@ def main(repeats: int = 4, new_cpu: int = 2, out_path: str | None = None, out=pr
     said = runs.get("new CPU (empty numba cache)", [{}])[0].get("said", [])
     if said:
         out("a new CPU says: " + " / ".join(said))
-    result = {"command": "inferlab bench coldstart" + (f" --repeats {repeats}" if repeats != 4
-                                                       else ""),
+    command = "inferlab bench coldstart" + (f" --repeats {repeats - 1}" if repeats != 4 else "")
+    command += f" --out {out_path}" if out_path else ""      # (the CLI passes --repeats + 1)
+    result = {"command": command,
               "date": time.strftime("%Y-%m-%d %H:%M"), "cpu": cpu, "cores": os.cpu_count(),
               "load_before": load0, "load_after": load1, "summary": summary, "runs": runs}
     if out_path:

@@ -22,6 +22,39 @@ from inferlab.errors import InferlabError
 START_TIMEOUT_S = 300.0
 
 
+def cpu_name() -> str:
+    """The CPU's model name as ``lscpu`` prints it (from /proc/cpuinfo)."""
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def result_meta(command: str) -> dict:
+    """What every result file records beside its numbers: the command that produced them,
+    when, on which CPU, and the machine's load (1-minute average) when they were written."""
+    import datetime
+    return {"command": command, "date": datetime.datetime.now(datetime.timezone.utc)
+            .isoformat(timespec="seconds"), "cpu": cpu_name(), "cores": os.cpu_count(),
+            "load": round(os.getloadavg()[0], 2)}
+
+
+def write_result(path, command: str, numbers: dict) -> str:
+    """A result file (``--out PATH``): the numbers with ``result_meta(command)`` beside them,
+    as JSON (what ``inferlab results render`` turns into README's and BENCHMARKS' tables)."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({**result_meta(command), "results": numbers}, f, indent=1, default=str)
+        f.write("\n")
+    return path
+
+
 def table(out, header, rows) -> None:
     """Print ``rows`` under ``header`` with ``out``: the first column left-aligned, the
     others right-aligned, a dashed line under the header."""

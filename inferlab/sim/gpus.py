@@ -47,15 +47,6 @@ class GPUProfile:
         # fp32 weights run their matmuls as tf32 on tensor cores (torch's allow_tf32 path).
         return self.flops_bf16 if dtype_bytes <= 2 else self.flops_tf32
 
-    @property
-    def published_error(self) -> dict | None:
-        """How far the cost model on this profile misses published measurements of this GPU
-        (``published.py``): {"median", "worst", "n"} of |relative error|, or None where none
-        are recorded (this-cpu is checked against its own steps: ``this_cpu.VALIDATED_ERROR``)."""
-        from .published import error_summary   # published.py imports this module
-        s = error_summary(self)
-        return s if s["n"] else None
-
 
 # Published datasheet figures (SXM parts where a form factor is not named).
 GPUS: dict[str, GPUProfile] = {p.name: p for p in (

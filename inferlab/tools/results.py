@@ -1,0 +1,286 @@
+"""One source for every number: README's and BENCHMARKS' tables rendered from result files.
+
+A benchmark (``inferlab bench coldstart --out``, ``inferlab bench engine|vllm|gemm|roofline
+--out``) or the report card (``inferlab claims --json``) writes a result file: JSON with the
+numbers, the command that measured them, the date, the CPU and the machine's load. The files
+that back the docs live in ``docs/results/``. In README.md and BENCHMARKS.md a rendered block
+sits between two markers::
+
+    <!-- results:coldstart -->
+    ... (written by the renderer; do not edit by hand) ...
+    <!-- /results:coldstart -->
+
+or, inside a sentence or a table cell, on one line:
+``<!-- results:coldstart-warm -->3.66 s (...)<!-- /results:coldstart-warm -->``.
+
+    inferlab results render    rewrite every marked block from its result file
+    inferlab results check     list the blocks that differ from their result file (exit 1)
+
+Each rendering names the CPU the numbers were measured on (a caption line, or the
+parenthesis after an inline number). A block whose result file is missing is an error that
+names the file and the command that writes it; ``tests/test_results_tables.py`` runs the check.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import pathlib
+import re
+from typing import Callable
+
+from inferlab.errors import InferlabError
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+RESULTS_DIR = "docs/results"
+DOCS = ("README.md", "BENCHMARKS.md")
+
+MARKER = re.compile(r"<!-- results:(?P<name>[\w.-]+) -->(?P<body>.*?)<!-- /results:(?P=name) -->",
+                    re.S)
+OPENING = re.compile(r"<!-- results:([\w.-]+) -->")
+
+
+class ResultsError(InferlabError, ValueError):
+    """A marked block names no known table, its result file is missing or unreadable, or its
+    markers do not pair up; the message says which and how to make the file."""
+
+
+# ---- result files ---------------------------------------------------------------------------
+
+def load(path, shown: str | None = None) -> dict:
+    """A result file's JSON; a missing or malformed file raises ``ResultsError`` naming it
+    (as ``shown``, else its path)."""
+    path = pathlib.Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultsError(f"result file {shown or path} does not exist") from None
+    except (OSError, ValueError) as e:
+        raise ResultsError(f"result file {shown or path} cannot be read: {e}") from None
+
+
+def _date(value: str) -> str:
+    """'2026-12-02 06:40' as written, or an ISO timestamp with its zone as '... UTC'."""
+    try:
+        d = datetime.datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if d.tzinfo is not None:
+        return d.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return d.strftime("%Y-%m-%d %H:%M")
+
+
+def _load(res: dict) -> str:
+    """The machine's load as the file records it: one reading, or before and after."""
+    if "load_before" in res and "load_after" in res:
+        before, after = (v[0] if isinstance(v, list) else v
+                         for v in (res["load_before"], res["load_after"]))
+        return f"{before:.2f} before and {after:.2f} after"
+    return f"{res['load']:.2f}" if "load" in res else "not recorded"
+
+
+def machine(res: dict) -> str:
+    """'Intel(R) Xeon(R) Processor, 2 cores': the CPU a result file was measured on."""
+    if not res.get("cpu"):
+        raise ResultsError("the result file records no CPU (`cpu`): rerun its command, which "
+                           "writes the command, date, CPU and load beside the numbers")
+    cores = f", {res['cores']} cores" if res.get("cores") else ""
+    return f"{res['cpu']}{cores}"
+
+
+def caption(res: dict, file: str) -> str:
+    """'measured on <CPU>, <date>, load <x>, by `<command>` (<file>)'."""
+    return (f"measured on {machine(res)}, {_date(res.get('date'))}, load {_load(res)}, "
+            f"by `{res.get('command', '?')}` ({file})")
+
+
+def short(res: dict) -> str:
+    """'<CPU>, <day>': what follows a number quoted inline."""
+    return f"{machine(res)}, {_date(res.get('date'))[:10]}"
+
+
+# ---- the tables -----------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    name: str                          # the marker's name
+    file: str                          # the result file, relative to docs/results
+    produce: str                       # the command that writes the file
+    render: Callable[[dict, str], str]  # (result, its path as shown) -> Markdown
+    inline: bool = False               # one line inside a sentence or a table cell
+
+
+def _range(s: dict, fmt: str = "{:.2f}") -> str:
+    return f"{fmt.format(s['median'])} ({fmt.format(s['min'])}-{fmt.format(s['max'])})"
+
+
+COLD_NEW = "new CPU (empty numba cache)"
+
+
+def coldstart_table(res: dict, file: str) -> str:
+    """BENCHMARKS' cold-start table: each start's phases, median (range)."""
+    rows = [f"Medians with the range, {caption(res, file)}:", "",
+            "| start | `Engine()` (s) | first token (s) | import + `Engine()` + first token (s) "
+            "| whole process (s) |", "|---|---:|---:|---:|---:|"]
+    for name, s in res["summary"].items():
+        rows.append(f"| {name} | " + " | ".join(_range(s[ph]) for ph in
+                                                  ("engine", "first token", "total", "process"))
+                    + " |")
+    return "\n".join(rows)
+
+
+def coldstart_summary(res: dict, file: str) -> str:
+    """README's row: the warm start against transformers and a CPU numba has not seen."""
+    s = res["summary"]
+    warm = s["engine files"]["total"]
+    text = f"{warm['median']:.2f} s median ({warm['min']:.2f}-{warm['max']:.2f})"
+    if "transformers" in s:
+        text += f", against {s['transformers']['total']['median']:.2f} s through transformers"
+    if COLD_NEW in s:
+        said = any(r.get("said") for r in res.get("runs", {}).get(COLD_NEW, []))
+        text += (f"; a CPU numba has not compiled for: {s[COLD_NEW]['total']['median']:.1f} s, "
+                 f"once{', saying so' if said else ''}")
+    return f"{text} ({machine(res)}, {_date(res.get('date'))}, load {_load(res)}; {file})"
+
+
+def coldstart_warm(res: dict, file: str) -> str:
+    return f"{res['summary']['engine files']['total']['median']:.2f} s ({short(res)})"
+
+
+def coldstart_new_cpu(res: dict, file: str) -> str:
+    return f"{res['summary'][COLD_NEW]['engine']['median']:.1f} s ({short(res)})"
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def claims_table(res: dict, file: str) -> str:
+    """README's report card from ``inferlab claims --json``: a caption with the machine and
+    the verdict counts, then one row per claim (its warning, if any, after the reason)."""
+    mode = "Smoke run" if res.get("smoke") else "Full run"
+    tally = "; ".join(f"{n} {v}" for v, n in res.get("verdicts", {}).items() if n)
+    kinds = "; ".join(f"{n} {k}" for k, n in res.get("rests_on", {}).items() if n)
+    rows = [f"{mode}, {caption(res, file)}: {tally} (rests on: {kinds}).", "",
+            "| claim | chapter | rests on | measured | verdict | reason |",
+            "|---|---|---|---|---|---|"]
+    for c in res["claims"]:
+        reason = c["reason"] + (f" ({c['warning']})" if c.get("warning") else "")
+        rows.append(f"| {_cell(c['claim'])} | {c['chapter'][:4]} | {c['rests_on']} | "
+                    f"{_cell(c['measured'])} | **{c['verdict']}** | {_cell(reason)} |")
+    return "\n".join(rows)
+
+
+COLDSTART = ("coldstart-xeon.json",
+             "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
+TABLES = {t.name: t for t in (
+    Table("coldstart", *COLDSTART, coldstart_table),
+    Table("coldstart-summary", *COLDSTART, coldstart_summary, inline=True),
+    Table("coldstart-warm", *COLDSTART, coldstart_warm, inline=True),
+    Table("coldstart-new-cpu", *COLDSTART, coldstart_new_cpu, inline=True),
+    Table("claims", "claims.json", "inferlab claims --json > docs/results/claims.json",
+          claims_table),
+)}
+
+
+# ---- blocks in the docs ---------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Block:
+    doc: str          # the document's name as given
+    name: str
+    old: str          # the text between the markers now
+    new: str | None   # what the result file renders (None: it could not be rendered)
+    error: str | None = None
+
+    @property
+    def differs(self) -> bool:
+        return self.new is None or self.old != self.new
+
+
+def _body(table: Table, text: str) -> str:
+    if table.inline:
+        if "\n" in text:
+            raise ResultsError(f"{table.name}: an inline rendering must be one line")
+        return text
+    return f"\n\n{text}\n\n"          # blank lines: the markers never join a table
+
+
+def render_text(text: str, doc: str = "<text>", root=REPO, tables=None) -> tuple[str, list]:
+    """``text`` with every marked block rendered from its result file under
+    ``root``/docs/results, and the blocks (old and new body). A block that cannot be rendered
+    keeps its text and carries the error."""
+    tables = TABLES if tables is None else tables
+    root = pathlib.Path(root)
+    opened = [m.group(1) for m in OPENING.finditer(text)]
+    closed = {m.group("name") for m in MARKER.finditer(text)}
+    unpaired = sorted(set(opened) - closed)
+    if unpaired:
+        raise ResultsError(f"{doc}: no closing marker for {', '.join(unpaired)} "
+                           f"(<!-- /results:NAME -->)")
+    blocks: list[Block] = []
+
+    def one(m: re.Match) -> str:
+        name, old = m.group("name"), m.group("body")
+        table = tables.get(name)
+        try:
+            if table is None:
+                raise ResultsError(f"unknown results block {name!r}; known: "
+                                   f"{', '.join(sorted(tables))}")
+            path = root / RESULTS_DIR / table.file
+            shown = f"{RESULTS_DIR}/{table.file}"
+            try:
+                res = load(path, shown)
+            except ResultsError as e:
+                raise ResultsError(f"{e}; `{table.produce}` writes it") from None
+            new = _body(table, table.render(res, shown))
+        except (ResultsError, KeyError, TypeError, ValueError) as e:
+            msg = str(e) if isinstance(e, ResultsError) else (
+                f"{type(e).__name__}: {e} (the result file lacks what the table needs)")
+            blocks.append(Block(doc, name, old, None, msg))
+            return m.group(0)
+        blocks.append(Block(doc, name, old, new))
+        return f"<!-- results:{name} -->{new}<!-- /results:{name} -->"
+
+    return MARKER.sub(one, text), blocks
+
+
+def render(docs=DOCS, root=REPO, write: bool = True) -> list[Block]:
+    """Render every marked block of ``docs`` (paths relative to ``root``); with ``write``,
+    save the documents whose blocks changed. Returns every block."""
+    root = pathlib.Path(root)
+    blocks = []
+    for doc in docs:
+        path = root / doc
+        text = path.read_text(encoding="utf-8")
+        new, found = render_text(text, doc, root)
+        blocks += found
+        if write and new != text:
+            path.write_text(new, encoding="utf-8")
+    return blocks
+
+
+def check(docs=DOCS, root=REPO) -> list[str]:
+    """One line per block that differs from its result file's rendering, or cannot be
+    rendered (a missing file, an unknown name); empty when every table is current."""
+    return [f"{b.doc}: results:{b.name}: " + (b.error or "differs from its result file "
+                                                "(run `inferlab results render`)")
+            for b in render(docs, root, write=False) if b.differs]
+
+
+def main(action: str = "check", root=REPO, out=print) -> int:
+    """``inferlab results render|check``."""
+    if action == "render":
+        blocks = render(root=root)
+        failed = [b for b in blocks if b.new is None]
+        for b in blocks:
+            out(f"{b.doc}: results:{b.name}: " + (f"NOT RENDERED: {b.error}" if b.new is None
+                                                   else "changed" if b.old != b.new
+                                                   else "unchanged"))
+        return 1 if failed else 0
+    problems = check(root=root)
+    for p in problems:
+        out(p)
+    n = len(render(root=root, write=False))
+    out(f"{n - len(problems)} of {n} marked blocks match their result files")
+    return 1 if problems else 0
