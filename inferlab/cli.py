@@ -186,14 +186,9 @@ def _claims(args) -> int:
     mode = "smoke run" if args.smoke else "full run"
     if args.json:
         import json
-
-        from inferlab.bench.common import result_meta
         cmd = "inferlab claims" + (" --smoke" if args.smoke else "") + (
             " --only " + " ".join(args.only) if args.only else "") + " --json"
-        print(json.dumps({**result_meta(cmd), "smoke": args.smoke,
-                          "rests_on": report.kind_counts(results),
-                          "verdicts": report.counts(results),
-                          "claims": report.as_records(results)}, indent=1))
+        print(json.dumps(report.as_result_file(results, cmd, args.smoke), indent=1))
         return 0
     print(f"inferlab report card ({mode}; {len(results)} claims)\n")
     print(report.markdown_table(results) if args.markdown else report.text_table(results))

@@ -18,30 +18,9 @@ import tempfile
 import time
 
 from inferlab.errors import InferlabError
+from inferlab.lab.protocol import cpu_name, result_meta  # noqa: F401 (the benchmarks' API)
 
 START_TIMEOUT_S = 300.0
-
-
-def cpu_name() -> str:
-    """The CPU's model name as ``lscpu`` prints it (from /proc/cpuinfo)."""
-    import platform
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def result_meta(command: str) -> dict:
-    """What every result file records beside its numbers: the command that produced them,
-    when, on which CPU, and the machine's load (1-minute average) when they were written."""
-    import datetime
-    return {"command": command, "date": datetime.datetime.now(datetime.timezone.utc)
-            .isoformat(timespec="seconds"), "cpu": cpu_name(), "cores": os.cpu_count(),
-            "load": round(os.getloadavg()[0], 2)}
 
 
 def write_result(path, command: str, numbers: dict) -> str:

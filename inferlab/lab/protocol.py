@@ -188,3 +188,26 @@ def warning_line(meta: dict | None) -> str:
     """The busy warning of a chapter's wall-clock run as a line to print ('' when quiet)."""
     w = (meta or {}).get("warning")
     return f"\n{w}" if w else ""
+
+
+# --- what every result file records (docs/results/*.json) ------------------------------------
+def cpu_name() -> str:
+    """The CPU's model name as ``lscpu`` prints it (from /proc/cpuinfo)."""
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def result_meta(command: str) -> dict:
+    """What every result file records beside its numbers: the command that produced them,
+    when, on which CPU, and the machine's load (1-minute average) when they were written."""
+    import datetime
+    return {"command": command, "date": datetime.datetime.now(datetime.timezone.utc)
+            .isoformat(timespec="seconds"), "cpu": cpu_name(), "cores": os.cpu_count(),
+            "load": round(os.getloadavg()[0], 2)}

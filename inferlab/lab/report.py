@@ -39,6 +39,25 @@ def as_records(results) -> list[dict]:
             for c, _, v in results]
 
 
+def as_result_file(results, command: str, smoke: bool) -> dict:
+    """The report card as a result file (docs/results/claims.json): every claim with the
+    command, date, CPU and load of the run that measured it."""
+    from .protocol import result_meta
+    return {**result_meta(command), "smoke": smoke, "rests_on": kind_counts(results),
+            "verdicts": counts(results), "claims": as_records(results)}
+
+
+def write_result_file(results, path: str, command: str, smoke: bool) -> str:
+    import json
+    import os
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(as_result_file(results, command, smoke), f, indent=1)
+        f.write("\n")
+    return path
+
+
 def text_table(results, width: int = 110) -> str:
     """claim | measured | verdict, then the reason indented beneath (terminal width)."""
     lines = [f"{'claim':20} {'rests on':12} {'measured':34} verdict", "-" * min(width, 80)]
