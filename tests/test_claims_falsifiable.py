@@ -40,7 +40,7 @@ def test_02_the_same_text_in_every_language_costs_the_same():
 
 def test_03_inputs_of_one_length_show_no_growth():
     from inferlab.lab.chapters import ch03_prefill_decode as ch
-    d = ch.measure(smoke=True, fit=False, wall_lengths=[256, 257])
+    d = ch.measure(smoke=True, with_fit=False, wall_lengths=[256, 257])
     assert verdict("03-prefill-decode", d) != HOLDS          # FAILS, or smaller under noise
 
 

@@ -86,10 +86,10 @@ def roofline(gpu="H100", model="llama-3-8b", lengths=(32, 512, 8192)) -> dict:
 
 
 def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None,
-            fit: bool = True, wall_lengths=None) -> dict:
+            with_fit: bool = True, wall_lengths=None) -> dict:
     """The sweep priced on the simulated H100 (a projection) and, unless ``deterministic``,
     on this machine's wall clock (SmolLM2, lengths interleaved, ``repeats`` each), plus the
-    fixed + per-token fit of a prefill step (``fit``). ``wall_lengths``: the wall sweep's
+    fixed + per-token fit of a prefill step (``with_fit``). ``wall_lengths``: the wall sweep's
     input lengths (default: the chapter's)."""
     _kit.seed_everything(0)
     lengths = wall_lengths or (LENGTHS_SMOKE if smoke else LENGTHS)
@@ -104,7 +104,7 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
         runs["wall"], wall = wall_sweep(eng, lengths, out, repeats or (2 if smoke else 3))
         model_wall = eng.model_name
         fit = step_fit(eng, FIT_LENGTHS_SMOKE if smoke else FIT_LENGTHS,
-                       repeats or (2 if smoke else 3)) if fit else None
+                       repeats or (2 if smoke else 3)) if with_fit else None
     data = {"runs": runs, "roofline": roofline(), "clock_sim": _kit.SIM_LABEL,
             "model": sim.model_name, "model_wall": model_wall}
     if wall is not None:
@@ -171,7 +171,7 @@ def summary(data: dict) -> str:
 def measure_for_claims(smoke: bool) -> dict:
     """The measurement every claim below is judged on (``claims.run_all``): the wall-clock
     sweep on SmolLM2 (and the projection beside it); no step fit."""
-    return measure(smoke=smoke, fit=False)
+    return measure(smoke=smoke, with_fit=False)
 
 
 def _sweep_text(rows) -> tuple[float, float, float, str]:
