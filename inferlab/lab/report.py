@@ -73,16 +73,22 @@ def text_table(results, width: int = 110) -> str:
     return "\n".join(lines)
 
 
-def markdown_table(results) -> str:
-    """The table as the README carries it."""
-    esc = lambda s: s.replace("|", "\\|").replace("\n", " ")
+def markdown_rows(records) -> list[str]:
+    """The report card's Markdown table from ``as_records`` (or a claims.json's "claims"):
+    the header, then one row per claim, its warning after the reason."""
+    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
     rows = ["| claim | chapter | rests on | measured | verdict | reason |",
             "|---|---|---|---|---|---|"]
-    for claim, _, v in results:
-        reason = v.reason + (f" ({v.warning})" if v.warning else "")
-        rows.append(f"| {esc(claim.text)} | {claim.chapter[:4]} | {claim.kind} | "
-                    f"{esc(v.measured)} | **{v.verdict}** | {esc(reason)} |")
-    return "\n".join(rows)
+    for c in records:
+        reason = c["reason"] + (f" ({c['warning']})" if c.get("warning") else "")
+        rows.append(f"| {esc(c['claim'])} | {c['chapter'][:4]} | {c['rests_on']} | "
+                    f"{esc(c['measured'])} | **{c['verdict']}** | {esc(reason)} |")
+    return rows
+
+
+def markdown_table(results) -> str:
+    """The table as the README carries it."""
+    return "\n".join(markdown_rows(as_records(results)))
 
 
 def figure(claim, verdict):

@@ -30,6 +30,7 @@ import re
 from typing import Callable
 
 from inferlab.errors import InferlabError
+from inferlab.lab.report import markdown_rows
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RESULTS_DIR = "docs/results"
@@ -151,24 +152,14 @@ def coldstart_new_cpu(res: dict, file: str) -> str:
     return f"{res['summary'][COLD_NEW]['engine']['median']:.1f} s ({short(res)})"
 
 
-def _cell(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def claims_table(res: dict, file: str) -> str:
     """README's report card from ``inferlab claims --json``: a caption with the machine and
     the verdict counts, then one row per claim (its warning, if any, after the reason)."""
     mode = "Smoke run" if res.get("smoke") else "Full run"
     tally = "; ".join(f"{n} {v}" for v, n in res.get("verdicts", {}).items() if n)
     kinds = "; ".join(f"{n} {k}" for k, n in res.get("rests_on", {}).items() if n)
-    rows = [f"{mode}, {caption(res, file)}: {tally} (rests on: {kinds}).", "",
-            "| claim | chapter | rests on | measured | verdict | reason |",
-            "|---|---|---|---|---|---|"]
-    for c in res["claims"]:
-        reason = c["reason"] + (f" ({c['warning']})" if c.get("warning") else "")
-        rows.append(f"| {_cell(c['claim'])} | {c['chapter'][:4]} | {c['rests_on']} | "
-                    f"{_cell(c['measured'])} | **{c['verdict']}** | {_cell(reason)} |")
-    return "\n".join(rows)
+    return "\n".join([f"{mode}, {caption(res, file)}: {tally} (rests on: {kinds}).", "",
+                      *markdown_rows(res["claims"])])
 
 
 COLDSTART = ("coldstart-xeon.json",
