@@ -5,9 +5,12 @@ place the same judges hold (tests/test_claims.py, on `inferlab claims --smoke`).
 What is removed, claim by claim: prefix caching (01-stateless, 07-prefix-reuse), the
 languages' differences (02: English in every language), input length (03: the same length
 at both ends of the sweep), paging (04: the paged run uses the contiguous layout, same
-memory), continuous batching (05: both runs static), sampling (13-sampling: temperature 0),
-longer answers (13-decode-length: the same length twice). Chapter 09 is timed kernels only:
-its falsification is the judge's test in test_chapters_content.py.
+memory), continuous batching (05: both runs static), the input check (08-input-check:
+skipped), chunked output checks (08-output-check: one check at the end), sampling
+(13-sampling: temperature 0), longer answers (13-decode-length: the same length twice), the
+KV cache (13-kv-tradeoff: no cache on either side) and the network (13-network: a proxy that
+adds no delay). Chapter 09 is timed kernels only: its falsification is the judge's test in
+test_chapters_content.py.
 """
 from __future__ import annotations
 
@@ -64,8 +67,20 @@ def test_07_without_a_prefix_cache_the_loop_recomputes_everything():
     assert verdict("07-prefix-reuse", d) == FAILS
 
 
-def test_13_greedy_answers_do_not_differ_and_equal_lengths_take_equal_steps():
+def test_13_greedy_answers_do_not_differ_and_equal_lengths_take_equal_steps_and_time():
     from inferlab.lab.chapters import ch13_sampling_decode as ch
-    d = ch.measure(smoke=True, deterministic=True, temperature=0.0, lengths=(32, 32))
+    d = ch.measure(smoke=True, temperature=0.0, lengths=(32, 32),
+                   kv_arms=("without", "without"), rtts=(0.0,))
+    assert "decode_wall" in d and "wall" in d["kv"] and "network_wall" in d
     assert verdict("13-sampling", d) == FAILS
-    assert verdict("13-decode-length", d) == FAILS
+    assert verdict("13-decode-length", d) == FAILS           # counts equal: no growth
+    assert verdict("13-kv-tradeoff", d) == FAILS             # no cache on either side
+    assert verdict("13-network", d) != HOLDS                 # a proxy adding no delay
+
+
+def test_08_without_an_input_check_nothing_waits_and_without_chunks_nothing_is_won_back():
+    from inferlab.lab.chapters import ch08_safety_streaming as ch
+    d = ch.measure(smoke=True, input_check=False)
+    assert verdict("08-input-check", d) == FAILS             # no check: no added wait
+    d = ch.measure(smoke=True, check_every=ch._sizes(True)["max_tokens"])
+    assert verdict("08-output-check", d) == FAILS            # one check at the end: no chunks

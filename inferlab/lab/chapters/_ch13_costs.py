@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import palette, protocol
+from ..verdicts import FAILS, Verdict, clock_note, direction, ms, worst, x
 from . import _kit
 
 NETWORK_RTTS = (0.0, 0.05, 0.15)          # seconds: same city, across a continent, intercontinental
@@ -59,7 +60,7 @@ def wall_decode_lengths(model, lengths, repeats: int, prompt_len: int = 32) -> d
     return {**res.meta(), "rows": rows, "model": eng.model_name}
 
 
-def kv_saving(prompt_len: int, answer_len: int) -> dict:
+def kv_saving(prompt_len: int, answer_len: int, arms=("with", "without")) -> dict:
     """Write one answer twice on SmolLM2 and the simulated clock: once with the KV
     cache (the prompt once, then one new token per step), once without (each step sends
     prompt + answer so far as a new request, prefix caching off, and computes all of it).
@@ -70,21 +71,54 @@ def kv_saving(prompt_len: int, answer_len: int) -> dict:
     eng.subscribe(lambda rec: pushed.append(rec.num_batched_tokens))
     prompt = _ids(prompt_len, seed=1)
     t0 = eng.now
-    cached = eng.generate([prompt], il.SamplingParams(max_tokens=answer_len, ignore_eos=True),
-                          use_tqdm=False)[0]
+    cached = _one_answer(eng, prompt, answer_len, cache=arms[0] == "with")
     with_cache = {"tokens": sum(pushed), "steps": len(pushed), "time": eng.now - t0}
     pushed.clear()
-    t0, answer = eng.now, []
-    for _ in range(answer_len):
-        out = eng.generate([prompt + answer], il.SamplingParams(max_tokens=1, ignore_eos=True),
-                           use_tqdm=False)[0]
-        answer.append(out.token_ids[0])
+    t0 = eng.now
+    answer = _one_answer(eng, prompt, answer_len, cache=arms[1] == "with")
     without = {"tokens": sum(pushed), "steps": len(pushed), "time": eng.now - t0}
-    same = sum(a == b for a, b in zip(answer, cached.token_ids))
+    same = sum(a == b for a, b in zip(answer, cached))
     return {"prompt": prompt_len, "answer": answer_len, "with": with_cache,
             "without": without, "same_tokens": same,
             "formula_without": answer_len * prompt_len + answer_len * (answer_len - 1) // 2,
             "formula_with": prompt_len + answer_len - 1}
+
+
+def _one_answer(eng, prompt: list[int], answer_len: int, cache: bool) -> list[int]:
+    """One answer, with the KV cache (one request: the prompt once, then a token a step) or
+    without it (a new request per token, re-sending prompt + answer so far: a cache-less
+    server's work, prefix caching off)."""
+    import inferlab as il
+    if cache:
+        return eng.generate([prompt], il.SamplingParams(max_tokens=answer_len, ignore_eos=True),
+                            use_tqdm=False)[0].token_ids
+    answer: list[int] = []
+    for _ in range(answer_len):
+        answer.append(eng.generate([prompt + answer], il.SamplingParams(
+            max_tokens=1, ignore_eos=True), use_tqdm=False)[0].token_ids[0])
+    return answer
+
+
+def wall_kv_saving(model, prompt_len: int, answer_len: int, repeats: int,
+                   arms=("with", "without")) -> dict:
+    """The KV cache's saving on this machine's wall clock: the same answer written with and
+    without the cache, interleaved (with, without, with ...), under a busy check.
+    ``arms=("without", "without")`` removes the effect (the falsification test)."""
+    eng = _kit.engine(model, enable_prefix_caching=False)
+    _kit.warm_up(eng)
+    prompt = _ids(prompt_len, seed=1)
+    answers: dict = {}
+
+    def run(name, cache):
+        t0 = eng.now
+        answers[name] = _one_answer(eng, prompt, answer_len, cache)
+        return eng.now - t0
+    res = protocol.compare({"with": lambda: run("with", arms[0] == "with"),
+                            "without": lambda: run("without", arms[1] == "with")}, repeats)
+    same = sum(a == b for a, b in zip(answers["with"], answers["without"]))
+    return {**res.meta(), "model": eng.model_name, "prompt": prompt_len, "answer": answer_len,
+            "with": res.spread("with").as_dict(), "without": res.spread("without").as_dict(),
+            "same_tokens": same, "arms": list(arms)}
 
 
 def kv_memory_table(dtype_bytes: int = 2) -> list[dict]:
@@ -155,7 +189,75 @@ def costs_summary(data: dict) -> list[str]:
         lines.append(f"{dw['label']} ({dw['model']}): E2E " + ", ".join(
             f"{r['max_tokens']} tokens {r['e2e'] * 1e3:.0f} ms [{r['lo'] * 1e3:.0f}-"
             f"{r['hi'] * 1e3:.0f}]" for r in dw["rows"]) + protocol.warning_line(dw))
+    if "wall" in data["kv"]:
+        kw = data["kv"]["wall"]
+        lines.append(f"{kw['label']} ({kw['model']}): a {kw['answer']}-token answer to a "
+                     f"{kw['prompt']}-token prompt, with the KV cache "
+                     f"{protocol.Spread(**kw['with']).ms(0)}, without "
+                     f"{protocol.Spread(**kw['without']).ms(0)}" + protocol.warning_line(kw))
     return lines
+
+
+# --- the judges of the two cost claims (chapter 13's CLAIMS) -----------------------------------
+def _wall_missing(d: dict, what: str) -> Verdict:
+    return Verdict(FAILS, f"no wall-clock run: {what} is judged on the real model's wall clock "
+                   "and step counts together", measured="not measured")
+
+
+def judge_decode_length(d: dict) -> Verdict:
+    """One engine step per answer token (counts), and the time to the whole answer growing
+    with its length on this machine's wall clock (lengths interleaved)."""
+    if "decode_wall" not in d:
+        return _wall_missing(d, "decode length")
+    rows, dw = d["decode"], d["decode_wall"]
+    a, b = rows[0], rows[-1]
+    wa, wb = dw["rows"][0], dw["rows"][-1]
+    one_each = all(r["steps"] == r["output_tokens"] == r["max_tokens"] for r in rows)
+    r, rw = b["steps"] / a["steps"], wb["e2e"] / wa["e2e"]
+    v = worst(direction(r, clear=2), direction(rw, clear=2)) if one_each else FAILS
+    n = (b["max_tokens"] - 1) / max(a["max_tokens"] - 1, 1)
+    reason = (f"answers of {wa['max_tokens']} -> {wb['max_tokens']} tokens took "
+              f"{ms(wa['e2e'], 0)} -> {ms(wb['e2e'], 0)} ({x(rw)}) on this machine's wall clock "
+              f"({dw['model']}, medians of {dw['repeats']} interleaved repeats); "
+              f"{a['max_tokens']} -> {b['max_tokens']} tokens took {a['steps']} -> {b['steps']} "
+              f"engine steps ({x(r)}; one per token, the first from the prefill step; counts); "
+              f"projection {clock_note(d['clock_sim'])}: decode time {ms(a['decode'])} -> "
+              f"{ms(b['decode'])} ({x(b['decode'] / a['decode'])} for {x(n)} the decode steps)")
+    return Verdict(v, reason, measured=f"{x(rw)} the time for {x(wb['max_tokens'] / wa['max_tokens'])} the tokens",
+                   points=tuple((f"{r['max_tokens']} tokens", r["e2e"] * 1e3)
+                                for r in dw["rows"]),
+                   unit="ms to the whole answer (wall clock)", clock=dw["label"],
+                   warning=dw.get("warning"))
+
+
+def judge_kv_tradeoff(d: dict) -> Verdict:
+    """The tokens pushed through the model (counts) and the time to write the same answer
+    (wall clock, interleaved), with the KV cache and without it; the memory price per token
+    is from the models' shapes (a formula, reported, not judged)."""
+    if "wall" not in d["kv"]:
+        return _wall_missing(d, "the KV cache's saving")
+    s, kw = d["kv"]["saving"], d["kv"]["wall"]
+    w, wo = s["with"], s["without"]
+    rt = wo["tokens"] / w["tokens"]
+    tw, two = kw["with"]["median"], kw["without"]["median"]
+    same = s["same_tokens"] == s["answer"] and kw["same_tokens"] == kw["answer"]
+    mem = {r["model"]: r for r in d["kv"]["memory"]}
+    smol, l8 = mem["smollm2-135m"], mem["llama-3-8b"]
+    v = worst(direction(rt, clear=2), direction(two / tw, clear=1.2)) if same else FAILS
+    return Verdict(v, f"a {kw['answer']}-token answer to a {kw['prompt']}-token prompt took "
+                   f"{protocol.Spread(**kw['with']).ms(0)} with the KV cache and "
+                   f"{protocol.Spread(**kw['without']).ms(0)} without it ({x(two / tw)}) on "
+                   f"this machine's wall clock ({kw['model']}, interleaved); to a "
+                   f"{s['prompt']}-token prompt it pushes {w['tokens']:,} tokens through the "
+                   f"model with the cache and {wo['tokens']:,} without ({x(rt)}; counts); "
+                   f"{s['same_tokens']} of {s['answer']} answer tokens agree. The price, from "
+                   f"the models' shapes in bf16: {smol['kv_bytes_per_token'] // 1024} KiB per "
+                   f"token for SmolLM2-135M, {l8['kv_bytes_per_token'] // 1024} KiB for "
+                   f"llama-3-8b ({l8['per_4k_mb']:.0f} MiB per 4,096-token conversation)",
+                   measured=f"{x(two / tw)} the time without the cache",
+                   points=(("with KV cache", tw * 1e3), ("without", two * 1e3)),
+                   unit="ms to write the answer (wall clock)", clock=kw["label"],
+                   warning=kw.get("warning"))
 
 
 def add_cost_panels(fig, data: dict) -> None:
