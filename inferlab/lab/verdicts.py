@@ -96,6 +96,20 @@ class Claim:
 # The seed articles the claims come from (reference only: the claims are in our words).
 ENTER = "ByteByteGo, \"What Happens Inside an AI Chatbot Between Enter and the First Word?\""
 AFTER = "\"AI Inference: What Actually Happens After You Send a Prompt?\""
+# The papers and posts that first made (or measured) a claim the seed articles repeat.
+PAGED = ("Kwon et al., \"Efficient Memory Management for Large Language Model Serving with "
+         "PagedAttention\" (SOSP 2023)")
+ANYSCALE = ("Daniel et al. (Anyscale), \"How continuous batching enables 23x throughput in LLM "
+            "inference while reducing p50 latency\" (2023)")
+ORCA = ("Yu et al., \"Orca: A Distributed Serving System for Transformer-Based Generative "
+        "Models\" (OSDI 2022)")
+SARATHI = ("Agrawal et al., \"Taming Throughput-Latency Tradeoff in LLM Inference with "
+           "Sarathi-Serve\" (OSDI 2024)")
+MEGATRON = ("Shoeybi et al., \"Megatron-LM: Training Multi-Billion Parameter Language Models "
+            "Using Model Parallelism\" (2019)")
+MQA = "Shazeer, \"Fast Transformer Decoding: One Write-Head is All You Need\" (2019)"
+NUCLEUS = "Holtzman et al., \"The Curious Case of Neural Text Degeneration\" (ICLR 2020)"
+LABS_OWN = "the lab's own"
 
 
 # --- judging ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 from .. import palette
-from ..verdicts import AFTER, PROJECTION, Claim, Verdict, clock_note, direction, ms, x
+from ..verdicts import AFTER, PROJECTION, SARATHI, Claim, Verdict, clock_note, direction, ms, x
 
 TITLE = "Chunked prefill and in-flight batching"
 CLAIM = ("Splitting long prompts into chunks that share each step with ongoing decodes keeps "
@@ -156,7 +156,8 @@ def judge_chunked(d: dict) -> Verdict:
 
 CLAIMS = (
     Claim("06-chunked-prefill", "Chunked prefill lets long prompts share steps with running "
-          "decodes, so streams keep a smooth inter-token latency (lower p99).", AFTER,
+          "decodes, so streams keep a smooth inter-token latency (lower p99).",
+          f"{AFTER} (chunked prefill balances prefill with decode); the p99 framing: {SARATHI}",
           "ch06_chunked_prefill", measure_for_claims, judge_chunked,
           kind=PROJECTION),
 )

@@ -17,7 +17,7 @@ import re
 import statistics
 
 from .. import palette, protocol
-from ..verdicts import (AFTER, FAILS, HOLDS, HOLDS_SMALLER, UNMEASURABLE, Claim, Verdict,
+from ..verdicts import (AFTER, FAILS, LABS_OWN, MQA, PAGED, HOLDS, HOLDS_SMALLER, UNMEASURABLE, Claim, Verdict,
                        clock_note, direction, wall_warning, worst, x)
 
 TITLE = "The decode attention kernel: reference vs numba"
@@ -315,9 +315,11 @@ def judge_memory_bound(d: dict) -> Verdict:
 
 CLAIMS = (
     Claim("09-kernel", "A decode attention kernel that reads the paged K/V once, in place, "
-          "beats gathering the blocks into one tensor first.", AFTER, "ch09_kernels",
+          "beats gathering the blocks into one tensor first.",
+          f"the in-place kernel: {PAGED}; the comparison with a gather: {LABS_OWN}", "ch09_kernels",
           measure_for_claims, judge_kernel),
     Claim("09-memory-bound", "Decode attention is limited by memory traffic: it does little "
           "arithmetic per byte of K/V it reads, so reading the cache sets its time.",
-          AFTER, "ch09_kernels", measure_for_claims, judge_memory_bound),
+          f"{AFTER} (decode \"can be dominated by memory movement\"); {MQA}", "ch09_kernels",
+          measure_for_claims, judge_memory_bound),
 )

@@ -15,7 +15,7 @@ from inferlab.sim.gpus import GB
 from inferlab.sim.profiles import get_gpu
 
 from .. import palette
-from ..verdicts import AFTER, FAILS, HOLDS, PROJECTION, UNMEASURABLE, Claim, Verdict, x
+from ..verdicts import FAILS, LABS_OWN, MEGATRON, HOLDS, PROJECTION, UNMEASURABLE, Claim, Verdict, x
 
 TITLE = "Multi-GPU what-if: tensor parallelism (simulated)"
 CLAIM = ("Tensor parallelism splits weights and KV cache across GPUs, so a model too big for one "
@@ -137,6 +137,7 @@ def judge_tensor_parallel(d: dict) -> Verdict:
 
 CLAIMS = (
     Claim("10-tensor-parallel", "Tensor parallelism splits weights and KV over GPUs, but "
-          "all-reduce traffic keeps the per-token speedup below the number of GPUs.", AFTER,
+          "all-reduce traffic keeps the per-token speedup below the number of GPUs.",
+          f"{MEGATRON}; the speedup bound: {LABS_OWN} projection",
           "ch10_multi_gpu", measure_for_claims, judge_tensor_parallel, kind=PROJECTION),
 )
