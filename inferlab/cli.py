@@ -73,6 +73,16 @@ def _bench(args) -> int:
         bench_coldstart(repeats=args.repeats + 1,
                         out_path=args.out or "build/bench/coldstart.json")
         return 0
+    if args.what == "serve":
+        import signal
+
+        from inferlab.bench.serve import main as bench_serve
+        signal.signal(signal.SIGTERM, signal.default_int_handler)    # TERM stops the servers too
+        given = any(a == "--repeats" or a.startswith("--repeats=") for a in args.argv)
+        _save(args, bench_serve(smoke=args.smoke, rates=args.rates, requests=args.requests,
+                                input_len=args.input_len, output_len=args.output_len,
+                                repeats=args.repeats if given else None))
+        return 0
     if args.what == "kernels":
         from inferlab.bench.attention_kernels import main as bench_kernels
         bench_kernels(["--repeats", str(args.repeats + 4)])
@@ -243,10 +253,19 @@ def main(argv=None) -> int:
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
                                     "trace", "widgets", "prefix-reuse", "vllm", "clock",
                                     "roofline", "profile", "gemm", "kernels",
-                                    "coldstart"])
-    b.add_argument("--repeats", type=int, default=3)
+                                    "coldstart", "serve"])
+    b.add_argument("--repeats", type=int, default=3, help="(serve: default 3, --smoke 1)")
     b.add_argument("--requests", type=int, default=None,
-                   help="number of requests (default: engine 32, batching 256, soak 2000)")
+                   help="number of requests (default: engine 32, batching 256, soak 2000; "
+                   "serve: prompts per rate and server, 32, --smoke 4)")
+    b.add_argument("--smoke", action="store_true", help="serve: small sizes (CI)")
+    b.add_argument("--rates", type=float, nargs="+", default=None,
+                   help="serve: request rates, req/s, Poisson; inf = all at once "
+                   "(default 1 2 4 inf; --smoke 8)")
+    b.add_argument("--input-len", type=int, default=None,
+                   help="serve: random prompt tokens (default 128; --smoke 32)")
+    b.add_argument("--output-len", type=int, default=None,
+                   help="serve: new tokens per request (default 64; --smoke 8)")
     b.add_argument("--model", default=None)
     b.add_argument("--device", default=None)
     b.add_argument("--alone", action="store_true",
@@ -257,7 +276,7 @@ def main(argv=None) -> int:
     b.add_argument("--out", default=None,
                    help="clock: where the table (JSON) and the figure (SVG, PNG) go (default "
                    "build/bench/clock); coldstart: the result file (default "
-                   "build/bench/coldstart.json); engine, vllm, roofline, gemm: write the "
+                   "build/bench/coldstart.json); engine, vllm, roofline, gemm, serve: write the "
                    "numbers with the command, date, CPU and load to this JSON file")
     b.add_argument("--threads", type=int, default=None,
                    help="clock: torch/numba threads (default: all CPUs)")

@@ -30,6 +30,7 @@ import re
 from typing import Callable
 
 from inferlab.errors import InferlabError
+from inferlab.lab import stack_table
 from inferlab.lab.report import markdown_rows
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -162,6 +163,21 @@ def claims_table(res: dict, file: str) -> str:
                       *markdown_rows(res["claims"])])
 
 
+def serve_table(res: dict, file: str) -> str:
+    """BENCHMARKS' two serving stacks from ``inferlab bench serve --out``: the caption, the
+    side-by-side table, the greedy agreement, how the processes shared the CPUs."""
+    r = res["results"]
+    c, g = r["config"], r["greedy"]
+    lines = [f"Measured on {caption(res, file)[len('measured on '):]}. {c['model']} "
+             f"{c['dtype']}, {c['num_prompts']} prompts of {c['input_len']} random tokens, "
+             f"{c['output_len']} new tokens each (ignore_eos, temperature 0), Poisson arrivals; "
+             f"A B A B x {c['repeats']}, median (range); client: {r['client']}.", "",
+             stack_table.markdown(r), "",
+             f"Greedy answers (temperature 0, {g['max_tokens']} tokens): the two servers agree "
+             f"on {g['agree']} of {g['of']} prompts. Placement: {r['placement']}."]
+    return "\n".join(lines + ([r["warning"]] if r.get("warning") else []))
+
+
 COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
 TABLES = {t.name: t for t in (
@@ -171,6 +187,8 @@ TABLES = {t.name: t for t in (
     Table("coldstart-new-cpu", *COLDSTART, coldstart_new_cpu, inline=True),
     Table("claims", "claims.json", "inferlab claims --json > docs/results/claims.json",
           claims_table),
+    Table("serve", "serve-xeon.json", "inferlab bench serve --rates 1 4 inf --repeats 2 "
+          "--out docs/results/serve-xeon.json", serve_table),
 )}
 
 
