@@ -17,3 +17,13 @@ def smollm2():
 def tiny_engine():
     import inferlab as il
     return il.Engine("tiny", num_blocks=64, block_size=4)
+
+
+@pytest.fixture(scope="session")
+def claims_smoke():
+    """`inferlab claims --smoke`, in process, measured once per test session: test_claims judges
+    it, and the chapter content tests read their chapter's measurement from it (each chapter's
+    ``measure_for_claims(smoke=True)``) instead of measuring the same thing again."""
+    from inferlab.lab import claims
+    return claims.run_all(smoke=True)
+

@@ -1,6 +1,7 @@
 """What the chapters show, checked on their deterministic parts: token, step and slot counts,
-and the simulated clock (priced by the cost model, the same on every run). Smoke workloads,
-the tiny random model. No wall-clock time is asserted here (tests/test_no_timed_asserts.py)."""
+and the simulated clock (priced by the cost model, the same on every run). Smoke workloads:
+chapters 1, 4 and 5 read the session's claims measurement (SmolLM2; tests/conftest.py), the
+others measure on the tiny random model. No wall-clock time is asserted here (tests/test_no_timed_asserts.py)."""
 from __future__ import annotations
 
 import pytest
@@ -9,11 +10,16 @@ from inferlab.lab import palette
 from inferlab.lab.verdicts import FAILS, HOLDS, UNMEASURABLE
 
 
+def chapter_measurement(results, chapter: str) -> dict:
+    """The measurement a chapter's claims were judged on, from the session's ``claims_smoke``
+    (tests/conftest.py): the same call as the chapter's ``measure_for_claims(smoke=True)``."""
+    return next(d for c, d, _ in results if c.chapter.startswith(chapter))
+
+
 # --- chapter 1: re-processing the conversation, 20 turns --------------------------------------
 @pytest.fixture(scope="module")
-def ch01():
-    from inferlab.lab.chapters import ch01_prompt_anatomy as ch
-    return ch.measure(smoke=True, deterministic=True)
+def ch01(claims_smoke):
+    return chapter_measurement(claims_smoke, "ch01")   # measure(smoke=True, deterministic=True)
 
 
 def test_ch01_twenty_turns_recompute_grows_without_a_cache(ch01):
@@ -51,9 +57,8 @@ def test_ch03_fit_recovers_fixed_and_per_token_cost():
 
 # --- chapter 4: paging at a fixed KV memory ----------------------------------------------------
 @pytest.fixture(scope="module")
-def ch04():
-    from inferlab.lab.chapters import ch04_kv_cache as ch
-    return ch.measure(smoke=True)
+def ch04(claims_smoke):
+    return chapter_measurement(claims_smoke, "ch04")   # measure(smoke=True)
 
 
 def test_ch04_same_memory_same_outputs_more_requests(ch04):
@@ -83,9 +88,9 @@ def test_ch05_colours_agree_with_the_widget_order():
         [ch.COLORS[s] for s in ch.WIDGET_ORDER]
 
 
-def test_ch05_reports_median_and_p90():
+def test_ch05_reports_median_and_p90(claims_smoke):
     from inferlab.lab.chapters import ch05_batching as ch
-    d = ch.measure(smoke=True, deterministic=True)
+    d = chapter_measurement(claims_smoke, "ch05")      # measure(smoke=True): sim and wall
     sim = d["runs"]["sim"]
     for s in ch.SCHEDULERS:
         for k in ch.LATENCY_KEYS:
@@ -185,3 +190,41 @@ def test_ch13_network_adds_round_trips(ch13):
         assert r["perceived"] == pytest.approx(r["server"] + trips * r["rtt"])  # simulated clock
     short = [r for r in rows if r["prompt"] == min(x["prompt"] for x in rows)]
     assert len({round(r["server"], 9) for r in short}) == 1   # an idle engine: same TTFT
+
+
+# --- chapter 14: a real OpenAI client, an agent loop and a burst, through the lab's server ------
+@pytest.fixture(scope="module")
+def ch14():
+    from inferlab.lab.chapters import ch14_own_traffic as ch
+    return ch.measure(smoke=True, model="tiny")
+
+
+def test_ch14_agent_rounds_resend_the_conversation_and_reuse_its_prefix(ch14):
+    from inferlab.lab.chapters import ch14_own_traffic as ch
+    rounds, s = ch14["agent"]["rounds"], ch14["sizes"]
+    assert len(rounds) == s["cities"] + 1
+    assert [r["messages"] for r in rounds] == [2 + 2 * k for k in range(len(rounds))]
+    assert all(b["prompt_tokens"] > a["prompt_tokens"] for a, b in zip(rounds, rounds[1:]))
+    assert rounds[0]["cached"] == 0 and all(r["cached"] > 0 for r in rounds[1:])
+    assert all(r["cached"] % 16 == 0 and r["computed"] == r["prompt_tokens"] - r["cached"]
+               for r in rounds)                              # whole blocks of 16 tokens
+    tools = [m["content"] for m in ch14["agent"]["messages"] if m["role"] == "tool"]
+    assert tools == [ch.tool_result(k) for k in range(s["cities"])]   # fixed input
+
+
+def test_ch14_every_user_of_the_burst_is_answered_and_the_engine_ends_idle(ch14):
+    b, s = ch14["burst"], ch14["sizes"]
+    assert len(b["users"]) == s["users"]
+    assert all("error" not in u and 1 <= u["completion_tokens"] <= s["burst_tokens"]
+               for u in b["users"]), b["users"]
+    assert all(u["engine_ttft"] is not None for u in b["users"])    # each found in the trace
+    assert b["tokens"] == sum(u["completion_tokens"] for u in b["users"])
+    idle = ch14["idle"]
+    assert (idle["running"], idle["waiting"], idle["blocks_used"], idle["unfinished"]) == \
+        (0, 0, 0, False)
+
+
+def test_ch14_figure_leaves_the_burst_out_when_deterministic(ch14):
+    from inferlab.lab.chapters import ch14_own_traffic as ch
+    assert len(ch.figure(ch14).data) == 5
+    assert len(ch.figure({**ch14, "burst": None}).data) == 3

@@ -17,7 +17,7 @@ RANDOM = ("random weights", "tiny model", "(tiny")
 # the claims; 12: vLLM's own engine)
 WITH_ENGINE = ("00_tour", "01_prompt_anatomy", "02_tokenization", "03_prefill_decode",
                "04_kv_cache", "05_batching", "06_chunked_prefill", "07_prefix_caching",
-               "08_safety_streaming", "13_sampling_and_decode")
+               "08_safety_streaming", "13_sampling_and_decode", "14_your_own_traffic")
 
 
 def _outputs(name: str) -> str:

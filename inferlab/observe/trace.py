@@ -115,7 +115,9 @@ class Trace:
     @property
     def t0(self) -> float:
         starts = [r.t_start for r in self.records[:1]]
-        starts += [v["arrival"] for v in self.requests.values() if v.get("arrival") is not None]
+        # a copy first: a live trace gains requests on the engine's thread meanwhile
+        starts += [v["arrival"] for v in dict(self.requests).values()
+                   if v.get("arrival") is not None]
         return min(starts) if starts else 0.0
 
     @property
@@ -127,7 +129,8 @@ class Trace:
         return self.lanes().order
 
     def arrivals(self) -> dict:
-        return {k: v["arrival"] for k, v in self.requests.items() if v.get("arrival") is not None}
+        return {k: v["arrival"] for k, v in dict(self.requests).items()   # a copy: see t0
+                if v.get("arrival") is not None}
 
     def lanes(self) -> LaneBuilder:
         lb = LaneBuilder(self.arrivals())

@@ -1,0 +1,321 @@
+"""Chapter 14: your own traffic, from a real OpenAI client, through the lab's server.
+
+The lab's engine serves the OpenAI API from a thread of the notebook's kernel
+(``inferlab.serve.start``), so any OpenAI client can drive it while the views attached to the
+engine watch. This module holds the clients the chapter runs, all through the official
+``openai`` package over HTTP on 127.0.0.1:
+
+* ``agent_loop``: a tool-using agent, round by round. The API keeps no state, so every round
+  sends the whole conversation again: the assistant's last reply and a tool result are
+  appended and it all goes back. SmolLM2-135M is far too small to call tools reliably, so
+  the tool is played here: round k answers with the k-th city's forecast from a fixed table,
+  whatever the model wrote (deterministic; the notebook says so).
+* ``burst``: several users at once, each its own client in its own thread, released
+  together, each streaming its answer (the lab's bundled chat requests); per user, the time
+  to the first token and to the last as that client saw it.
+
+Client-side times are this machine's wall clock, one run, and the clients share this process
+(and its CPUs) with the server and the engine. The engine's own times and counts for the same
+requests come from its step records (a ``Trace``: the records the views draw), so what HTTP
+and streaming add is the difference between the two.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from .. import palette, protocol
+from . import _kit
+
+TITLE = "Your own traffic: a real OpenAI client, an agent loop and a burst of users"
+CLAIM = ("Tool calls turn one task into a loop of requests, each re-sending the whole "
+         "conversation; a server batches many users' requests into the same engine steps.")
+SYSTEM = ("You are a travel assistant. You have one tool, weather(city), which gives next "
+          "week's forecast for a city. To use it, reply with the call only, for example "
+          "weather(Paris). When you know every forecast, tell the user what to pack.")
+FORECASTS = (("Paris", "14 °C, light rain"), ("Rome", "24 °C, sunny"),
+             ("Oslo", "-2 °C, snow"))
+# the lab's bundled chat requests (inferlab.sim.chat_requests), several languages
+BURST_IDS = ("q-capital", "i-haiku", "fr-question", "q-rainbow", "i-list", "zh-question",
+             "de-instruction", "i-recipe", "es-question", "q-bread", "ja-question", "i-story")
+LONG_QUESTION = "Tell me the whole history of the bicycle, in detail."
+
+
+def sizes(smoke: bool) -> dict:
+    if smoke:
+        return dict(cities=2, agent_tokens=16, users=4, burst_tokens=12, stop_after=4)
+    return dict(cities=3, agent_tokens=48, users=8, burst_tokens=48, stop_after=12)
+
+
+def engine(model: str | None = None, **kw):
+    """SmolLM2 (unless ``model``) with 128 KV blocks of 16 tokens, prefix caching on, warmed
+    up (the first forward compiles kernels); ``kw``: other ``il.Engine`` options."""
+    kw = {"num_blocks": 128, "max_num_seqs": 16, "enable_prefix_caching": True, **kw}
+    eng = _kit.engine(model, **kw)
+    _kit.warm_up(eng)
+    return eng
+
+
+def task(cities: int) -> str:
+    names = [c for c, _ in FORECASTS[:cities]]
+    return f"Next week I visit {', '.join(names[:-1])} and {names[-1]}. What should I pack?" \
+        if cities > 1 else f"Next week I visit {names[0]}. What should I pack?"
+
+
+def tool_result(k: int) -> str:
+    """What the notebook's tool answers in round ``k`` (fixed; it does not read the model)."""
+    city, forecast = FORECASTS[k]
+    return f"Forecast for {city} next week: {forecast}."
+
+
+def stream_chat(client, model: str, messages: list, max_tokens: int, **kw) -> dict:
+    """One streamed chat completion (greedy); the text and what the client measured:
+    seconds from sending to the first and to the last piece of text, and usage."""
+    t0 = time.perf_counter()
+    stream = client.chat.completions.create(
+        model=model, messages=messages, max_tokens=max_tokens, temperature=0.0, stream=True,
+        stream_options={"include_usage": True}, **kw)
+    parts, first, usage, finish = [], None, None, None
+    for chunk in stream:
+        now = time.perf_counter()
+        usage = chunk.usage or usage
+        for c in chunk.choices:
+            if c.delta.content:
+                parts.append(c.delta.content)
+                first = first or now
+            finish = c.finish_reason or finish
+    end = time.perf_counter()
+    return {"text": "".join(parts), "sent": t0, "ttft": (first or end) - t0, "e2e": end - t0,
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens, "finish": finish}
+
+
+def engine_metrics(trace) -> dict:
+    """Per engine request, from its step records: RequestMetrics (TTFT, cached tokens...)."""
+    from inferlab.observe.metrics import request_metrics
+    return request_metrics(list(trace.records), dict(trace.requests))
+
+
+def agent_loop(client, model: str, trace, cities: int = 3, max_tokens: int = 48) -> dict:
+    """``cities`` tool rounds and a last answer. Each round: send the whole conversation,
+    append the reply and the tool's result, send again. Per round, the client's numbers and
+    the engine's: prompt tokens, how many came from the prefix cache, TTFT on both sides."""
+    messages = [{"role": "system", "content": SYSTEM},
+                {"role": "user", "content": task(cities)}]
+    rounds = []
+    with protocol.BusyCheck() as busy:
+        for k in range(cities + 1):
+            before = set(trace.requests)
+            r = stream_chat(client, model, messages, max_tokens)
+            new = [rid for rid in list(trace.requests) if rid not in before]
+            r.update(round=k + 1, messages=len(messages), request_id=new[0] if new else None)
+            messages.append({"role": "assistant", "content": r["text"]})
+            if k < cities:
+                r["tool"] = tool_result(k)
+                messages.append({"role": "tool", "tool_call_id": f"call_{k}",
+                                 "content": r["tool"]})
+            rounds.append(r)
+    em = engine_metrics(trace)
+    for r in rounds:
+        m = em.get(r["request_id"])
+        r["cached"] = m.num_cached_tokens if m else 0
+        r["computed"] = r["prompt_tokens"] - r["cached"]
+        r["engine_ttft"] = m.ttft if m else None
+    return {"rounds": rounds, "messages": messages, "warning": busy.warning}
+
+
+def burst_requests(users: int) -> list[dict]:
+    from inferlab.sim.chat_requests import bundled
+    by_id = {r["id"]: r for r in bundled()}
+    return [by_id[i] for i in BURST_IDS[:users]]
+
+
+def burst(url: str, model: str, trace, users: int = 8, max_tokens: int = 48) -> dict:
+    """``users`` clients (one ``openai.OpenAI`` each, in its own thread) released at once,
+    each streaming one answer. Per user: the client's TTFT and time to the last token, and
+    the engine's TTFT for the same request; for the whole burst: wall time, tokens, how many
+    engine steps ran and how many requests the fullest step carried."""
+    import openai
+    reqs = burst_requests(users)
+    clients = [openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=300)
+               for _ in reqs]
+    gate = threading.Barrier(len(reqs) + 1)
+    got: list[dict] = [{} for _ in reqs]
+
+    def user(i: int) -> None:
+        gate.wait()
+        try:
+            got[i] = stream_chat(clients[i], model, reqs[i]["messages"], max_tokens)
+        except Exception as e:  # noqa: BLE001 - reported per user, the others go on
+            got[i] = {"error": f"{type(e).__name__}: {e}"}
+
+    threads = [threading.Thread(target=user, args=(i,), daemon=True) for i in range(len(reqs))]
+    for t in threads:
+        t.start()
+    steps_before, known = len(trace.records), set(trace.requests)
+    with protocol.BusyCheck() as busy:
+        gate.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+    for c in clients:
+        c.close()
+    em = engine_metrics(trace)
+    prompts = {k: v.get("prompt_text", "") for k, v in dict(trace.requests).items()
+               if k not in known and k in em}          # this burst's engine requests
+    for r, g in zip(reqs, got):
+        g.update(id=r["id"], question=r["messages"][-1]["content"])
+        rid = next((k for k, text in prompts.items() if g["question"] in text), None)
+        g["engine_ttft"] = em[rid].ttft if rid else None
+        g["offset"] = g["sent"] - t0 if "sent" in g else None
+    recs = list(trace.records)[steps_before:]
+    tokens = sum(g.get("completion_tokens", 0) for g in got)
+    return {"users": got, "wall": wall, "tokens": tokens, "steps": len(recs),
+            "max_batch": max((len(r.batch) for r in recs), default=0),
+            "peak_blocks": max((r.kv_blocks_used for r in recs), default=0),
+            "warning": busy.warning, "max_tokens": max_tokens}
+
+
+def read_text(chunks, n: int) -> str:
+    """The next ``n`` pieces of text from a chat stream's chunk iterator."""
+    parts = []
+    for chunk in chunks:
+        parts += [c.delta.content for c in chunk.choices if c.delta.content]
+        if len(parts) >= n:
+            break
+    return "".join(parts)
+
+
+def read_rest(chunks) -> tuple[str, str | None]:
+    """The rest of a chat stream's text, and the error it ended with (None if it finished)."""
+    import openai
+    parts = []
+    try:
+        for chunk in chunks:
+            parts += [c.delta.content for c in chunk.choices if c.delta.content]
+    except openai.APIError as e:
+        return "".join(parts), f"{type(e).__name__}: {e}"
+    return "".join(parts), None
+
+
+def idle_state(eng) -> dict:
+    """The engine after the server stopped (its thread has ended: the kernel may call it)."""
+    st = eng.stats()
+    return {"running": st.num_running, "waiting": st.num_waiting,
+            "blocks_used": st.kv_blocks_used, "blocks_total": st.kv_blocks_total,
+            "unfinished": eng.has_unfinished_requests(), "steps": st.num_steps,
+            "prefix_hits": st.prefix_cache_hits, "prefix_queries": st.prefix_cache_queries}
+
+
+def measure(smoke: bool = False, deterministic: bool = False, model: str | None = None) -> dict:
+    """The chapter end to end without the views (``inferlab figures``): serve, run the agent
+    loop and (unless ``deterministic``: its timings depend on the machine) the burst, stop."""
+    import openai
+
+    import inferlab.serve
+    from inferlab.observe.trace import Trace
+    s = sizes(smoke)
+    eng = engine(model)
+    trace = Trace.record(eng)
+    srv = inferlab.serve.start(eng, port=0)
+    try:
+        client = openai.OpenAI(base_url=srv.url, api_key="none", max_retries=0, timeout=300)
+        agent = agent_loop(client, srv.model_name, trace, s["cities"], s["agent_tokens"])
+        crowd = None if deterministic else burst(srv.url, srv.model_name, trace, s["users"],
+                                                 s["burst_tokens"])
+        client.close()
+    finally:
+        srv.stop()
+        trace.stop()
+    return {"model": eng.model_name, "sizes": s, "agent": agent, "burst": crowd,
+            "idle": idle_state(eng)}
+
+
+# --- what the notebook prints ----------------------------------------------------------------
+def _ms(s) -> str:
+    return "-" if s is None else f"{s * 1e3:.0f} ms"
+
+
+def agent_text(agent: dict) -> str:
+    lines = []
+    for r in agent["rounds"]:
+        lines.append(f"round {r['round']}: sent {r['messages']} messages = {r['prompt_tokens']} "
+                     f"prompt tokens, {r['cached']} of them from the prefix cache, "
+                     f"{r['computed']} computed; answered {r['completion_tokens']} tokens; "
+                     f"TTFT {_ms(r['ttft'])} at the client, {_ms(r['engine_ttft'])} in the "
+                     "engine")
+        lines.append(f"  assistant: {r['text'].strip()!r}")
+        if "tool" in r:
+            lines.append(f"  tool (played by the notebook): {r['tool']!r}")
+    sent = sum(r["prompt_tokens"] for r in agent["rounds"])
+    done = sum(r["computed"] for r in agent["rounds"])
+    lines.append(f"{len(agent['rounds'])} requests for one task: {sent} prompt tokens sent, "
+                 f"{done} computed ({sent - done} served from the prefix cache)")
+    return "\n".join(lines + ([agent["warning"]] if agent.get("warning") else []))
+
+
+def burst_text(b: dict, agent: dict | None = None) -> str:
+    lines = [f"{'user':16} {'client TTFT':>11} {'engine TTFT':>11} {'last token':>10} "
+             f"{'tokens':>6}  answer"]
+    for u in b["users"]:
+        if "error" in u:
+            lines.append(f"{u['id']:16} failed: {u['error']}")
+            continue
+        lines.append(f"{u['id']:16} {_ms(u['ttft']):>11} {_ms(u['engine_ttft']):>11} "
+                     f"{_ms(u['e2e']):>10} {u['completion_tokens']:>6}  "
+                     f"{u['text'].strip()[:50]!r}")
+    n = len(b["users"])
+    lines.append(f"{n} users at once: {b['tokens']} tokens in {b['wall']:.2f} s "
+                 f"({b['tokens'] / b['wall']:.0f} tokens/s) in {b['steps']} engine steps; the "
+                 f"fullest step ran {b['max_batch']} requests; peak KV {b['peak_blocks']} blocks "
+                 "(wall clock, this machine, one run)")
+    if agent:
+        # the agent's rounds ran alone: one stream at a time, for comparison (not interleaved)
+        toks = sum(r["completion_tokens"] for r in agent["rounds"])
+        secs = sum(r["e2e"] for r in agent["rounds"])
+        lines.append(f"for comparison, the agent's rounds, one request at a time: {toks} tokens "
+                     f"in {secs:.2f} s ({toks / secs:.0f} tokens/s; one run each, not "
+                     "interleaved)")
+    return "\n".join(lines + ([b["warning"]] if b.get("warning") else []))
+
+
+def figure(data: dict):
+    """Left: the agent's rounds (prompt tokens from the cache and computed, answer tokens).
+    Right: each user of the burst, send to first token to last (client's wall clock)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+    rounds, b = data["agent"]["rounds"], data.get("burst")
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=(
+        "agent loop: each round re-sends the conversation",
+        "burst: each user's wait and stream (client side)" if b else
+        "burst left out (deterministic run: its times depend on the machine)"))
+    x = [f"round {r['round']}" for r in rounds]
+    # the prompt's two parts stacked in one bar (offsetgroup), the answer beside it
+    fig.add_trace(go.Bar(x=x, y=[r["cached"] for r in rounds], offsetgroup="prompt",
+                         name="prompt tokens from the prefix cache",
+                         marker_color=palette.KV["cached"]), 1, 1)
+    fig.add_trace(go.Bar(x=x, y=[r["computed"] for r in rounds], offsetgroup="prompt",
+                         base=[r["cached"] for r in rounds], name="prompt tokens computed",
+                         marker_color=palette.KIND["prefill"]), 1, 1)
+    fig.add_trace(go.Bar(x=x, y=[r["completion_tokens"] for r in rounds], offsetgroup="answer",
+                         name="answer tokens", marker_color=palette.KIND["decode"]), 1, 1)
+    fig.update_yaxes(title_text="tokens", row=1, col=1)
+    if b:
+        ok = [u for u in b["users"] if "error" not in u]
+        ys = [u["id"] for u in ok]
+        wait = dict(color=palette.KIND["queued"])
+        fig.add_trace(go.Bar(y=ys, x=[u["ttft"] for u in ok], base=[u["offset"] for u in ok],
+                             orientation="h", marker=wait, offsetgroup="user",
+                             name="sent, waiting for the first token"), 1, 2)
+        fig.add_trace(go.Bar(y=ys, x=[u["e2e"] - u["ttft"] for u in ok],
+                             base=[u["offset"] + u["ttft"] for u in ok], orientation="h",
+                             offsetgroup="user", marker_color=palette.KIND["decode"],
+                             name="streaming (the answer's tokens arriving)"),
+                      1, 2)
+        fig.update_xaxes(title_text="seconds from the burst's start", row=1, col=2)
+        fig.update_yaxes(autorange="reversed", row=1, col=2)
+    fig.update_layout(barmode="group", height=480)
+    clock = ("token counts from the engine; times: wall clock, this machine, one run"
+             if b else "token counts from the engine (deterministic)")
+    return _kit.style(fig, f"{TITLE} ({data['model']})", clock)
