@@ -28,9 +28,8 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
-from ..connect.front.machine import cpu_list, vllm_python, vllm_venv
+from ..connect.front.machine import cpu_list, healthy, vllm_python, vllm_venv, wait_healthy
 from ..errors import InferlabError
 
 START_TIMEOUT_S = 300.0
@@ -70,17 +69,8 @@ class ServerProcess:
         return self
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> "ServerProcess":
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            code = self.proc.poll()
-            if code is not None:
-                raise ServerFailed(f"{self.name} exited with code {code} before it was ready "
-                                   f"({self.url}); its log ends:\n{self.log_tail()}")
-            if self.healthy():
-                return self
-            time.sleep(0.5)
-        raise ServerFailed(f"{self.name} did not become ready within {timeout:.0f} s at "
-                           f"{self.url}; its log ends:\n{self.log_tail()}")
+        wait_healthy(self.proc, self.url, self.name, self.log_tail, ServerFailed, timeout)
+        return self
 
     def start(self, timeout: float = START_TIMEOUT_S) -> "ServerProcess":
         self.launch()
@@ -91,11 +81,7 @@ class ServerProcess:
             raise
 
     def healthy(self, timeout: float = 2.0) -> bool:
-        try:
-            with urllib.request.urlopen(self.url + "/health", timeout=timeout) as r:
-                return r.status == 200
-        except (OSError, ValueError):
-            return False
+        return healthy(self.url, timeout)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         try:

@@ -31,11 +31,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 from ..wire.step_reports import ENV_ENDPOINT
-from .machine import VllmServerError, check_port_free, cpu_list, free_port, vllm_python, vllm_venv
+from .machine import (VllmServerError, check_port_free, cpu_list, free_port, healthy, vllm_python,
+                      vllm_venv, wait_healthy)
 
 READY_TIMEOUT_S = 300.0
 LOG_TAIL_LINES = 40
@@ -129,24 +129,10 @@ class VllmServer:
         return self
 
     def _wait_ready(self, timeout: float) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            code = self.proc.poll()
-            if code is not None:
-                raise VllmServerError(f"vLLM exited with code {code} before it was ready "
-                                      f"({self.url}); its log ends:\n{self.log_tail()}")
-            if self.healthy(timeout=2.0):
-                return
-            time.sleep(0.5)
-        raise VllmServerError(f"vLLM did not become ready within {timeout:.0f} s at {self.url}; "
-                              f"its log ends:\n{self.log_tail()}")
+        wait_healthy(self.proc, self.url, "vLLM", self.log_tail, VllmServerError, timeout)
 
     def healthy(self, timeout: float = 2.0) -> bool:
-        try:
-            with urllib.request.urlopen(self.url + "/health", timeout=timeout) as r:
-                return r.status == 200
-        except (OSError, ValueError):
-            return False
+        return healthy(self.url, timeout)
 
     @property
     def alive(self) -> bool:

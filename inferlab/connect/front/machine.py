@@ -8,6 +8,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 from ...errors import InferlabError
@@ -64,6 +66,31 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def healthy(url: str, timeout: float = 2.0) -> bool:
+    """Whether an OpenAI-style server at ``url`` answers ``/health`` with 200."""
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=timeout) as r:
+            return r.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def wait_healthy(proc, url: str, name: str, log_tail, error: type, timeout: float) -> None:
+    """Wait until the server process ``proc`` answers at ``url``; if it exits first or the
+    time runs out, raise ``error`` with the end of its log (``log_tail()``)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        code = proc.poll()
+        if code is not None:
+            raise error(f"{name} exited with code {code} before it was ready ({url}); its log "
+                        f"ends:\n{log_tail()}")
+        if healthy(url):
+            return
+        time.sleep(0.5)
+    raise error(f"{name} did not become ready within {timeout:.0f} s at {url}; its log "
+                f"ends:\n{log_tail()}")
 
 
 def default_model_dir(out=print) -> str:

@@ -223,7 +223,8 @@ def judge_decode_length(d: dict) -> Verdict:
               f"engine steps ({x(r)}; one per token, the first from the prefill step; counts); "
               f"projection {clock_note(d['clock_sim'])}: decode time {ms(a['decode'])} -> "
               f"{ms(b['decode'])} ({x(b['decode'] / a['decode'])} for {x(n)} the decode steps)")
-    return Verdict(v, reason, measured=f"{x(rw)} the time for {x(wb['max_tokens'] / wa['max_tokens'])} the tokens",
+    more = x(wb["max_tokens"] / wa["max_tokens"])
+    return Verdict(v, reason, measured=f"{x(rw)} the time for {more} the tokens",
                    points=tuple((f"{r['max_tokens']} tokens", r["e2e"] * 1e3)
                                 for r in dw["rows"]),
                    unit="ms to the whole answer (wall clock)", clock=dw["label"],
