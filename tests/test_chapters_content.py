@@ -1,7 +1,8 @@
 """What the chapters show, checked on their deterministic parts: token, step and slot counts,
 and the simulated clock (priced by the cost model, the same on every run). Smoke workloads:
 chapters 1, 4 and 5 read the session's claims measurement (SmolLM2; tests/conftest.py), the
-others measure on the tiny random model. No wall-clock time is asserted here (tests/test_no_timed_asserts.py)."""
+others measure on the tiny random model. No wall-clock time is asserted here
+(tests/test_no_timed_asserts.py)."""
 from __future__ import annotations
 
 import pytest

@@ -178,6 +178,25 @@ def serve_table(res: dict, file: str) -> str:
     return "\n".join(lines + ([r["warning"]] if r.get("warning") else []))
 
 
+def serve_summary(res: dict, file: str) -> str:
+    """README's row: inferlab / vLLM medians at the lowest rate and at the highest (often
+    all at once), and the greedy agreement."""
+    r = res["results"]
+    rates = list(r["summary"])
+    med = lambda rate, key: tuple(r["summary"][rate][s][key]["median"]
+                                  for s in ("inferlab", "vLLM"))
+    parts = []
+    for rate in (rates[0], rates[-1]):
+        name = "all at once" if rate == "inf" else f"at {rate} req/s"
+        (ti, tv), (pi, pv), (oi, ov) = (med(rate, k) for k in
+                                        ("p50_ttft_ms", "p50_tpot_ms", "output_throughput"))
+        parts.append(f"{name}: TTFT p50 {ti:.0f} vs {tv:.0f} ms, TPOT p50 {pi:.0f} vs {pv:.0f} "
+                     f"ms, {oi:.0f} vs {ov:.0f} tok/s")
+    g = r["greedy"]
+    return (f"inferlab vs vLLM {'; '.join(parts)}; greedy answers agree on {g['agree']} of "
+            f"{g['of']} ({short(res)}; {file})")
+
+
 COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
 TABLES = {t.name: t for t in (
@@ -187,8 +206,10 @@ TABLES = {t.name: t for t in (
     Table("coldstart-new-cpu", *COLDSTART, coldstart_new_cpu, inline=True),
     Table("claims", "claims.json", "inferlab claims --json > docs/results/claims.json",
           claims_table),
-    Table("serve", "serve-xeon.json", "inferlab bench serve --rates 1 4 inf --repeats 2 "
-          "--out docs/results/serve-xeon.json", serve_table),
+    *(Table(name, "serve-xeon.json", "inferlab bench serve --rates 1 4 inf --repeats 2 "
+            "--out docs/results/serve-xeon.json", fn, inline=inline)
+      for name, fn, inline in (("serve", serve_table, False),
+                               ("serve-summary", serve_summary, True))),
 )}
 
 

@@ -11,8 +11,8 @@ import html
 import json
 
 from .. import palette, protocol
-from ..verdicts import (AFTER, COUNTS, ENTER, FAILS, ILLUSTRATION, Claim, Verdict, direction, pct,
-                        wall_warning)
+from ..verdicts import (AFTER, COUNTS, ENTER, FAILS, ILLUSTRATION, Claim, Verdict, direction,
+                        pct, wall_warning)
 from . import _kit
 
 TITLE = "Prompt anatomy and statelessness"
@@ -300,7 +300,8 @@ def judge_stateless(d: dict) -> Verdict:
 CLAIMS = (
     Claim("01-assembly", "What the model reads is mostly not what the user typed: a system "
           "prompt, tool definitions, memory and the earlier turns are wrapped around the "
-          "new message.", f"{ENTER}; {AFTER}", "ch01_prompt_anatomy", measure_for_claims, judge_assembly, kind=ILLUSTRATION),
+          "new message.", f"{ENTER}; {AFTER}", "ch01_prompt_anatomy", measure_for_claims,
+          judge_assembly, kind=ILLUSTRATION),
     Claim("01-stateless", "The model keeps nothing between calls, so each turn processes the "
           "whole conversation again, unless a prefix cache keeps the earlier turns' KV.",
           f"{ENTER}; the prefix-cache caveat: {AFTER}", "ch01_prompt_anatomy",

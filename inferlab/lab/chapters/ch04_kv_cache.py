@@ -14,8 +14,8 @@ clock, how many tokens per second come out.
 from __future__ import annotations
 
 from .. import palette, protocol
-from ..verdicts import (ENTER, FAILS, PAGED, HOLDS, HOLDS_SMALLER, Claim, Verdict, against_published,
-                       clock_note, pct, x)
+from ..verdicts import (ENTER, FAILS, HOLDS, HOLDS_SMALLER, PAGED, Claim, Verdict,
+                       against_published, clock_note, pct, x)
 from . import _kit
 
 TITLE = "KV cache: contiguous reservation vs paged blocks, at the same memory"

@@ -10,8 +10,9 @@ from __future__ import annotations
 import statistics
 
 from .. import palette, protocol
-from ..verdicts import (ANYSCALE, ENTER, FAILS, ORCA, UNMEASURABLE, Claim, Verdict, against_published, clock_note,
-                       direction, ideal_batching_gain, ms, wall_warning, x)
+from ..verdicts import (ANYSCALE, ENTER, FAILS, ORCA, UNMEASURABLE, Claim, Verdict,
+                       against_published, clock_note, direction, ideal_batching_gain, ms,
+                       wall_warning, x)
 from . import _kit
 
 TITLE = "Naive vs continuous batching"
@@ -252,8 +253,8 @@ def judge_throughput(d: dict) -> Verdict:
               f"alone gains at most the ratio of each static batch's longest answer to the "
               f"mean answer: {x(ideal)} here, where 8x would need it at 8; projection "
               f"{clock_note(d['clock_sim'])}: {x(d['runs']['sim']['ratio'])}")
-    points = [("published (scheduling alone)", 8.0), ("ideal, this workload", ideal), ("wall, this CPU", r),
-              ("projection, simulated H100", d["runs"]["sim"]["ratio"])]
+    points = [("published (scheduling alone)", 8.0), ("ideal, this workload", ideal),
+              ("wall, this CPU", r), ("projection, simulated H100", d["runs"]["sim"]["ratio"])]
     return Verdict(v, reason, measured=x(r), points=tuple(points),
                    unit="throughput, continuous / static (x)", clock=w["label"],
                    warning=wall_warning(d))

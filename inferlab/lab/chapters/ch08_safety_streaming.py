@@ -264,9 +264,10 @@ def judge_input_check(d: dict) -> Verdict:
     t_in, t_ans = d["wall_input_check"]["median"], d["wall_ttft"]["median"]
     v = direction((t_in + t_ans) / t_ans, clear=1.25)
     w = d["wall"]
+    share = pct(t_in / (t_in + t_ans))
     return Verdict(v, f"the input check runs before the answer starts: "
                    f"{protocol.Spread(**d['wall_input_check']).ms(0)} of a "
-                   f"{ms(t_in + t_ans, 0)} wait for the first token ({pct(t_in / (t_in + t_ans))}); "
+                   f"{ms(t_in + t_ans, 0)} wait for the first token ({share}); "
                    f"the answer's own TTFT after it {protocol.Spread(**d['wall_ttft']).ms(0)}, on "
                    f"this machine's wall clock ({w['model']}, medians of {w['repeats']} "
                    f"interleaved repeats); the classifier {flag_counts(d['verdicts'])} "

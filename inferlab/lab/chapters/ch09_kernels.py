@@ -17,8 +17,8 @@ import re
 import statistics
 
 from .. import palette, protocol
-from ..verdicts import (AFTER, FAILS, LABS_OWN, MQA, PAGED, HOLDS, HOLDS_SMALLER, UNMEASURABLE, Claim, Verdict,
-                       clock_note, direction, wall_warning, worst, x)
+from ..verdicts import (AFTER, FAILS, HOLDS, HOLDS_SMALLER, LABS_OWN, MQA, PAGED, UNMEASURABLE,
+                       Claim, Verdict, clock_note, direction, wall_warning, worst, x)
 
 TITLE = "The decode attention kernel: reference vs numba"
 CLAIM = ("Decode attention is memory-bound: a kernel that reads the paged K/V once, in place, "

@@ -15,7 +15,8 @@ from inferlab.sim.gpus import GB
 from inferlab.sim.profiles import get_gpu
 
 from .. import palette
-from ..verdicts import FAILS, LABS_OWN, MEGATRON, HOLDS, PROJECTION, UNMEASURABLE, Claim, Verdict, x
+from ..verdicts import (FAILS, HOLDS, LABS_OWN, MEGATRON, PROJECTION, UNMEASURABLE, Claim,
+                        Verdict, x)
 
 TITLE = "Multi-GPU what-if: tensor parallelism (simulated)"
 CLAIM = ("Tensor parallelism splits weights and KV cache across GPUs, so a model too big for one "
