@@ -121,7 +121,8 @@ def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=pri
                    f"{others:.1f} from other processes during the runs, on {n_cpus} CPUs): "
                    "these tok/s are not trustworthy")
         out(warning)
-    return {"tok_s": speed, "ratio": ratio, "same_tokens": same, "runs": {
+    return {"requests": num_requests, "prompt_len": prompt_len, "new_tokens": new_tokens,
+            "tok_s": speed, "ratio": ratio, "same_tokens": same, "runs": {
         k: [tok_s(r) for r in v] for k, v in runs.items()}, "load_before": load_before,
         "load_after": load_after, "idle_cpu_s": idle_cpu, "warning": warning}
 

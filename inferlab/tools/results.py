@@ -197,6 +197,27 @@ def serve_summary(res: dict, file: str) -> str:
             f"{g['of']} ({short(res)}; {file})")
 
 
+def engine_summary(res: dict, file: str) -> str:
+    """README's row: the engine against transformers on ``inferlab bench engine``'s workload
+    (tok/s in one process, the paths interleaved, medians)."""
+    r = res["results"]
+    ours = r["inferlab engine"]
+    vs = [(k, ours / v) for k, v in r.items() if k.startswith("transformers")]
+    return (", ".join(f"{x:.2f}x {k}" for k, x in vs) + f" ({ours:.0f} tok/s; "
+            f"{short(res)}; {file})")
+
+
+def vllm_summary(res: dict, file: str) -> str:
+    """README's row: inferlab against vLLM's CPU build on the engine benchmark's workload."""
+    r = res["results"]
+    t, runs = r["tok_s"], r["runs"]
+    n = len(next(iter(runs.values())))
+    return (f"{r['ratio']:.2f}x tokens/s ({t['inferlab']:.0f} vs {t['vLLM']:.0f} tok/s, medians "
+            f"of {n} A B A B runs), greedy tokens equal on {r['same_tokens']} of "
+            f"{r.get('requests', 32)} "
+            f"({short(res)}; {file})")
+
+
 COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
 TABLES = {t.name: t for t in (
@@ -206,6 +227,10 @@ TABLES = {t.name: t for t in (
     Table("coldstart-new-cpu", *COLDSTART, coldstart_new_cpu, inline=True),
     Table("claims", "claims.json", "inferlab claims --json > docs/results/claims.json",
           claims_table),
+    Table("engine-summary", "engine-xeon.json", "inferlab bench engine --out "
+          "docs/results/engine-xeon.json", engine_summary, inline=True),
+    Table("vllm-summary", "vllm-xeon.json", "inferlab bench vllm --out "
+          "docs/results/vllm-xeon.json", vllm_summary, inline=True),
     *(Table(name, "serve-xeon.json", "inferlab bench serve --rates 1 4 inf --repeats 2 "
             "--out docs/results/serve-xeon.json", fn, inline=inline)
       for name, fn, inline in (("serve", serve_table, False),
