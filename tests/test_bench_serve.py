@@ -26,10 +26,10 @@ FIX = pathlib.Path(__file__).parent / "fixtures" / "vllm_bench_serve_result.json
 
 def test_reads_a_saved_client_result():
     m = stack_bench.read_client_result(str(FIX))
+    raw = json.loads(FIX.read_text())
     assert set(stack_bench.KEYS) <= set(m)
     assert (m["completed"], m["failed"], m["total_output_tokens"]) == (3, 0, 12)
-    assert m["p50_ttft_ms"] == pytest.approx(249.2758539992792)   # fixed input
-    assert m["p99_itl_ms"] == pytest.approx(122.79534820103436)   # fixed input
+    assert all(m[k] == raw[k] for k in stack_bench.KEYS if k in raw)   # read as the client saved
     assert m["errors"] == []
 
 

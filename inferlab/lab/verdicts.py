@@ -137,6 +137,12 @@ def direction(ratio: float, *, clear: float = 1.5, no_effect: float = 1.05) -> s
     return HOLDS if ratio >= clear else HOLDS_SMALLER
 
 
+def no_wall_run(why: str) -> Verdict:
+    """The verdict of a claim judged on the wall clock when its measurement ran no wall-clock
+    repeats (``deterministic=True``): it cannot hold; ``why`` says what it is judged on."""
+    return Verdict(FAILS, f"no wall-clock run: {why}", measured="not measured")
+
+
 def worst(*verdicts: str) -> str:
     """The weakest of several verdicts (each part of a claim must hold for the whole)."""
     return max(verdicts, key=VERDICTS.index)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import palette, protocol
-from ..verdicts import FAILS, Verdict, clock_note, direction, ms, worst, x
+from ..verdicts import FAILS, Verdict, clock_note, direction, ms, no_wall_run, worst, x
 from . import _kit
 
 NETWORK_RTTS = (0.0, 0.05, 0.15)          # seconds: same city, across a continent, intercontinental
@@ -199,16 +199,14 @@ def costs_summary(data: dict) -> list[str]:
 
 
 # --- the judges of the two cost claims (chapter 13's CLAIMS) -----------------------------------
-def _wall_missing(d: dict, what: str) -> Verdict:
-    return Verdict(FAILS, f"no wall-clock run: {what} is judged on the real model's wall clock "
-                   "and step counts together", measured="not measured")
-
-
 def judge_decode_length(d: dict) -> Verdict:
     """One engine step per answer token (counts), and the time to the whole answer growing
     with its length on this machine's wall clock (lengths interleaved)."""
     if "decode_wall" not in d:
-        return _wall_missing(d, "decode length")
+        a, b = d["decode"][0], d["decode"][-1]
+        return no_wall_run("decode length is judged on the real model's wall clock and step "
+                           f"counts together; counted: {a['max_tokens']} -> {b['max_tokens']} "
+                           f"tokens in {a['steps']} -> {b['steps']} steps")
     rows, dw = d["decode"], d["decode_wall"]
     a, b = rows[0], rows[-1]
     wa, wb = dw["rows"][0], dw["rows"][-1]
@@ -236,7 +234,10 @@ def judge_kv_tradeoff(d: dict) -> Verdict:
     (wall clock, interleaved), with the KV cache and without it; the memory price per token
     is from the models' shapes (a formula, reported, not judged)."""
     if "wall" not in d["kv"]:
-        return _wall_missing(d, "the KV cache's saving")
+        s = d["kv"]["saving"]
+        return no_wall_run("the KV cache's saving is judged on the real model's wall clock and "
+                           f"token counts together; counted: {s['with']['tokens']:,} tokens with "
+                           f"the cache, {s['without']['tokens']:,} without")
     s, kw = d["kv"]["saving"], d["kv"]["wall"]
     w, wo = s["with"], s["without"]
     rt = wo["tokens"] / w["tokens"]

@@ -21,8 +21,8 @@ model: a projection, deterministic, the same figure every run).
 from __future__ import annotations
 
 from .. import palette, protocol
-from ..verdicts import (ENTER, FAILS, LABS_OWN, HOLDS, HOLDS_SMALLER, Claim, Verdict, clock_note,
-                        direction, ms, pct, wall_warning, worst, x)
+from ..verdicts import (ENTER, FAILS, HOLDS, HOLDS_SMALLER, LABS_OWN, Claim, Verdict, clock_note,
+                        direction, ms, no_wall_run, pct, wall_warning, worst, x)
 
 TITLE = "Safety classifiers and streaming"
 CLAIM = ("Input and output safety classifiers are extra model calls: the input check adds its "
@@ -251,16 +251,12 @@ def _sim08(d: dict, what: str) -> str:
             + ", ".join(f"{p} {ms(fv[p])}" for p in POLICIES))
 
 
-def _unmeasured(d: dict) -> Verdict:
-    return Verdict(FAILS, "no wall-clock run: this claim is judged on the real model's wall "
-                   f"clock only; {_sim08(d, 'input')}", measured="not measured")
-
-
 def judge_input_check(d: dict) -> Verdict:
     """The input check's median cost against the answer's own median TTFT, on this machine's
     wall clock; the classifier's flag rate is reported, not judged."""
     if "wall_input_check" not in d:
-        return _unmeasured(d)
+        return no_wall_run(f"this claim is judged on the real model's wall clock only; "
+                           f"{_sim08(d, 'input')}")
     t_in, t_ans = d["wall_input_check"]["median"], d["wall_ttft"]["median"]
     v = direction((t_in + t_ans) / t_ans, clear=1.25)
     w = d["wall"]
@@ -281,7 +277,8 @@ def judge_output_check(d: dict) -> Verdict:
     """First visible word under the three policies, medians on this machine's wall clock:
     buffering must delay it (2x clears), chunked checking must win back most of the delay."""
     if "wall_first_visible" not in d:
-        return _unmeasured(d)
+        return no_wall_run(f"this claim is judged on the real model's wall clock only; "
+                           f"{_sim08(d, 'input')}")
     fv = {p: v["median"] for p, v in d["wall_first_visible"].items()}
     s, runs, w = d["sizes"], d["runs"], d["wall"]
     st, ch, bu = fv["streamed"], fv["chunked"], fv["buffered"]

@@ -16,8 +16,8 @@ engine's own sampler filter (``inferlab.model.sampler.filter_logits``).
 from __future__ import annotations
 
 from .. import palette
-from ..verdicts import (AFTER, COUNTS, LABS_OWN, NUCLEUS, FAILS, HOLDS, Claim, Verdict, clock_note,
-                        direction, ms, pct, x)
+from ..verdicts import (AFTER, COUNTS, FAILS, HOLDS, LABS_OWN, NUCLEUS, Claim, Verdict,
+                        clock_note, direction, ms, no_wall_run, pct, x)
 from . import _kit
 from ._ch13_costs import (add_cost_panels, costs_summary, decode_lengths, judge_decode_length,
                           judge_kv_tradeoff, kv_memory_table, kv_saving, network_ttft,
@@ -261,9 +261,8 @@ def judge_network(d: dict) -> Verdict:
     arm's client TTFT minus the engine's. The proxy's delay is constructed; the waits are
     measured."""
     if "network_wall" not in d:
-        return Verdict(FAILS, "no wall-clock run: the network claim is judged on a real client "
-                       f"of the lab's server only; {_network_projection(d)}",
-                       measured="not measured")
+        return no_wall_run("the network claim is judged on a real client of the lab's "
+                           f"server only; {_network_projection(d)}")
     net = d["network_wall"]
     direct, far = net["rows"][0], net["rows"][-1]
     client, engine = far["client"]["median"], far["engine"]["median"]
