@@ -25,7 +25,19 @@ MUTED = "#999999"          # reference lines and guides in figures
 MUTED_TEXT = "#666666"     # annotations in figures
 INK = "#222222"            # text and strong lines on white
 
-# colour per owner (request, config, series), in order; also the plotly colorway
+# --- one meaning per colour (issue 26): views and chapter figures take these by name ----
+# what a request is doing: a phase; "finished" is the end mark of a request
+PHASE: dict[str, str] = {"queued": GREY, "prefill": BLUE, "decode": BLUISH_GREEN,
+                         "preempted": VERMILLION, "finished": INK}
+# scheduling policies, by name (never by position in a list)
+POLICY: dict[str, str] = {"static": ORANGE, "continuous": REDDISH_PURPLE, "chunked": SKY_BLUE}
+# KV cache block states: free (hollow), holding a request's tokens, prefix-cached (reusable),
+# shared (ref count > 1), reserved but unused (waste; drawn hatched)
+CACHE: dict[str, str] = {"free": "#FFFFFF", "used": "#44546A", "cached": YELLOW,
+                         "shared": "#8C6BB1", "waste": "#A6761D"}
+
+# colour per owner (series in chapter figures), in order; also the plotly colorway.
+# Requests are told apart by labels and position, not by cycling these.
 OWNER: tuple[str, ...] = (BLUE, ORANGE, BLUISH_GREEN, REDDISH_PURPLE, SKY_BLUE, VERMILLION,
                           YELLOW, "#8C6BB1", "#1B9E77", "#A6761D")
 
