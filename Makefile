@@ -93,6 +93,7 @@ notebooks: notebooks-sync
 	  nb=$${src%.py}.ipynb; echo "executing $$nb ($(NB_ENV))"; \
 	  $(NB_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
 	    --ExecutePreprocessor.timeout=$(NB_TIMEOUT) --ExecutePreprocessor.record_timing=False $$nb || exit 1; \
+	  $(VENV)/bin/python -m inferlab.tools.nb_outputs $$nb || exit 1; \
 	  size=$$(wc -c < $$nb); test $$size -lt 2000000 || \
 	    { echo "$$nb is $$size bytes; keep notebooks under 2 MB (GitHub renders them)"; exit 1; }; \
 	done

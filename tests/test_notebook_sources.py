@@ -5,11 +5,14 @@ only) or `make notebooks NB=NN_name` (and execute); see the Makefile.
 """
 from __future__ import annotations
 
+import json
 import pathlib
 
 import jupytext
 import nbformat
 import pytest
+
+from inferlab.tools import nb_outputs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -72,3 +75,34 @@ def test_first_difference_names_the_cell():
     assert "nb: cell 1 differs" in msg and "x = 1" in msg and "x = 2" in msg
     msg = first_difference("nb", a, a[:1])
     assert "first extra cell 1 only in nb.py" in msg
+
+
+def _bar_nb(value: float, shown: str) -> dict:
+    kid = {"a": ("HTMLModel", {"value": "generate:\u2007100%"}),
+           "b": ("FloatProgressModel", {"min": 0.0, "max": 4.0, "value": value}),
+           "c": ("HTMLModel", {"value": "\u20074/4\u2007[00:01&lt;00:00]"})}
+    state = {k: {"model_name": m, "state": s} for k, (m, s) in kid.items()}
+    state["box"] = {"model_name": "HBoxModel",
+                    "state": {"children": [f"IPY_MODEL_{k}" for k in kid]}}
+    out = {"output_type": "display_data", "metadata": {},
+           "data": {nb_outputs.WIDGET_VIEW: {"model_id": "box"}, "text/plain": shown}}
+    return {"cells": [{"cell_type": "code", "outputs": [out]}],
+            "metadata": {"widgets": {nb_outputs.WIDGET_STATE: {"state": state}}}}
+
+
+def test_a_saved_progress_bar_shows_where_the_run_ended():
+    nb = _bar_nb(4.0, "generate:   0%|          | 0/4 [00:00<?, ?req/s]")
+    assert nb_outputs.finish_progress_bars(nb) == 1
+    text = nb["cells"][0]["outputs"][0]["data"]["text/plain"]
+    assert text == "generate: 100%|██████████| 4/4 [00:01<00:00]", text
+    assert nb_outputs.finish_progress_bars(nb) == 0          # already final: left alone
+    half = _bar_nb(2.0, "x")
+    nb_outputs.finish_progress_bars(half)
+    assert "|█████     |" in half["cells"][0]["outputs"][0]["data"]["text/plain"]
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOK_FILES))
+def test_committed_progress_bars_end_where_their_run_ended(name):
+    nb = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text(encoding="utf-8"))
+    assert nb_outputs.finish_progress_bars(nb) == 0, \
+        f"{name}: a saved progress bar shows its first state (run make notebooks)"
