@@ -193,3 +193,25 @@ def test_lab_runs_table_and_comparison_of_two_runs(tmp_path):
     assert sides.children[0].children[1].num_steps == len(lab._traces[1])
     changes = {w: c for w, _, _, c in lab.runs.deltas(1, 2)}
     assert changes["block_size"] == "changed" and changes["peak KV blocks"].endswith("x")
+
+
+def test_a_view_shown_before_its_run_is_saved_with_the_run(eng, monkeypatch):
+    """What GitHub shows is the output saved when the view was displayed; a live view shown
+    before its run updates that output (by its display id) when the run ends."""
+    import IPython.display as ipd
+    shown, updated = [], []
+    monkeypatch.setattr(ipd, "display", lambda data, **kw: shown.append((data, kw)))
+    monkeypatch.setattr(ipd, "update_display", lambda data, **kw: updated.append((data, kw)))
+    tl = SchedulerTimeline(eng)
+    tl._ipython_display_()
+    (before, kw), = shown
+    assert kw["display_id"] and "image/png" not in before
+    assert before["text/plain"].startswith("SchedulerTimeline(0 requests")
+    eng.generate(["a b c"], il.SamplingParams(max_tokens=3, ignore_eos=True), use_tqdm=False)
+    tl.detach()
+    (after, kw2), = updated
+    assert kw2["display_id"] == kw["display_id"]
+    assert "image/png" in after and "1 requests" in after["text/plain"], after["text/plain"]
+    tl.detach()                                  # not live any more: nothing to bring up to date
+    tl.close()
+    assert len(updated) == 1

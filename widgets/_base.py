@@ -15,6 +15,7 @@ import base64
 import pathlib
 import threading
 import time
+import uuid
 
 import anywidget
 import numpy as np
@@ -36,7 +37,35 @@ def pack(values, dtype) -> bytes:
     return np.asarray(values, dtype=dtype).tobytes()
 
 
-class View(anywidget.AnyWidget):
+class SavedDisplay:
+    """A widget whose saved output can be brought up to date: it is shown with a display id,
+    so that the output a notebook keeps (the repr and the PNG that GitHub shows) can be
+    replaced with the current state when a live run ends (``refresh_display``)."""
+    _display_id: str | None = None
+
+    def _ipython_display_(self):
+        from IPython.display import display
+        if self._display_id is None:
+            self._display_id = uuid.uuid4().hex
+        data, meta = self._bundle()
+        display(data, metadata=meta, raw=True, display_id=self._display_id)
+
+    def _bundle(self) -> tuple[dict, dict]:
+        out = self._repr_mimebundle_()
+        return out if isinstance(out, tuple) else (out, {})
+
+    def refresh_display(self) -> None:
+        """Bring the output where this was shown up to its current state (a view's
+        ``detach()`` does it when its live run ends, so a view shown before its run is saved
+        with the run)."""
+        if self._display_id is None or self.comm is None:
+            return
+        from IPython.display import update_display
+        data, meta = self._bundle()
+        update_display(data, metadata=meta, raw=True, display_id=self._display_id)
+
+
+class View(SavedDisplay, anywidget.AnyWidget):
     cursor = t.Int(-1).tag(sync=True)           # step shown; -1 follows the latest
     num_steps = t.Int(0).tag(sync=True)
     step_times = t.Bytes(b"").tag(sync=True)    # float64: end of each step, seconds from t0
@@ -67,6 +96,7 @@ class View(anywidget.AnyWidget):
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
         self.num_pushes = 0
+        self._display_id: str | None = None   # set when shown (see _ipython_display_)
         self.errors: list[str] = []
         self._reset()
         self.observe(self._on_cursor, "cursor")
@@ -116,7 +146,9 @@ class View(anywidget.AnyWidget):
         self._flusher = None
         if self._trace is not None:
             self.flush()
-        self.live = False
+        was_live, self.live = self.live, False
+        if was_live:
+            self.refresh_display()
         return self
 
     def _start(self, trace):
@@ -200,6 +232,7 @@ class View(anywidget.AnyWidget):
         return f"{type(self).__name__}({self.num_steps} steps, clock={self.clock!r})"
 
     def close(self):
+        self._display_id = None          # a closed view leaves its last picture as it was
         self.detach()
         super().close()
 

@@ -22,7 +22,7 @@ import ipywidgets as w
 from inferlab.lab.runs import RunsTable, summary
 from inferlab.observe.trace import Trace
 
-from inferlab.widgets._base import STATIC_IMAGES
+from inferlab.widgets._base import STATIC_IMAGES, SavedDisplay
 from inferlab.widgets.kv_map import KVBlockMap
 from inferlab.widgets.timeline import SchedulerTimeline
 from inferlab.widgets.token_stream import TokenStream
@@ -86,7 +86,7 @@ def _stop_on_kernel_interrupt() -> None:
         kernel.saved_sigint_handler = _interrupt_handler(saved)
 
 
-class Lab(w.VBox):
+class Lab(SavedDisplay, w.VBox):
     def __init__(self, model: str | None = None, *, record_to=None, **defaults):
         self.model = model
         self.record_to = record_to
@@ -236,12 +236,13 @@ class Lab(w.VBox):
             v.detach()
         if self.trace is not None:
             self.trace.stop()
+        self.refresh_display()            # the saved output (GitHub's picture) shows this run
 
     def _repr_mimebundle_(self, **kwargs):
         data = super()._repr_mimebundle_(**kwargs)
         data, meta = data if isinstance(data, tuple) else (data, {})
         data = dict(data)
-        data["text/plain"] = f"Lab(model={self.model!r})"
+        data["text/plain"] = f"Lab(model={self.model!r}, {len(self.runs)} runs)"
         if STATIC_IMAGES and self.timeline.num_steps:
             try:
                 from inferlab.lab.figures import to_image
