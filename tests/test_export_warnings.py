@@ -17,10 +17,11 @@ def broken_export(monkeypatch):
 
 
 def test_chapter_picture_warns_and_names_the_error(broken_export, capsys):
-    from inferlab.lab.chapters._display import show
+    from inferlab.lab.chapters._display import PLOTLY, bundle
     with pytest.warns(RuntimeWarning, match="RuntimeError: no headless chromium here"):
-        show(go.Figure())
+        data = bundle(go.Figure(go.Bar(y=[1, 2]), layout_title_text="t"))
     assert "figure export failed" in capsys.readouterr().out
+    assert "image/png" not in data and data[PLOTLY]["data"][0]["type"] == "bar"
 
 
 def test_widget_static_png_warns_and_keeps_the_widget(broken_export):
@@ -34,3 +35,17 @@ def test_widget_static_png_warns_and_keeps_the_widget(broken_export):
         data, _ = view._repr_mimebundle_()
     assert "image/png" not in data and "application/vnd.jupyter.widget-view+json" in data
     assert any("no headless chromium here" in e for e in view.errors)
+
+
+def test_chapter_picture_is_interactive_with_its_png_beside():
+    """JupyterLab draws the plotly JSON (hover, zoom); GitHub shows the PNG of that figure."""
+    import base64
+
+    from inferlab.lab.chapters._display import PLOTLY, bundle
+    fig = go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2]), layout_title_text="Three points")
+    data = bundle(fig, width=400, height=300)
+    assert base64.b64decode(data["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
+    spec = data[PLOTLY]
+    assert spec["data"][0]["y"] == [3, 1, 2] and spec["layout"]["height"] == 300
+    assert spec["layout"]["title"]["text"] == "Three points"
+    assert data["text/plain"] == "<plotly figure: Three points>"
