@@ -57,7 +57,8 @@ def finish_progress_bars(nb: dict) -> int:
             if not view:
                 continue
             new = bar_text(state, view.get("model_id", ""))
-            if new is not None and out["data"].get("text/plain") != new:
+            old = out["data"].get("text/plain", "")
+            if new is not None and "".join(old) != new:    # nbformat may keep a list of lines
                 out["data"]["text/plain"] = new
                 n += 1
     return n

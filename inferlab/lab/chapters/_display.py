@@ -12,10 +12,12 @@ PLOTLY = "application/vnd.plotly.v1+json"
 
 def bundle(fig, width: int = 1000, height: int = 480) -> dict:
     """The figure as a display bundle: plotly JSON (interactive) + PNG (static) + a text line
-    naming it. Without kaleido's browser the PNG is left out, with a warning saying why."""
+    naming it. Without kaleido's browser the PNG is left out, with a warning saying why. A
+    figure with its own size in its layout is drawn at that size."""
     import plotly.io as pio
 
     from .. import figures
+    width, height = fig.layout.width or width, fig.layout.height or height
     title = fig.layout.title.text or "figure"
     data = {"text/plain": f"<plotly figure: {title.split('<br>')[0]}>"}
     try:
@@ -34,3 +36,13 @@ def bundle(fig, width: int = 1000, height: int = 480) -> dict:
 def show(fig, width: int = 1000, height: int = 480) -> None:
     from IPython.display import display
     display(bundle(fig, width, height), raw=True)
+
+
+def md_table(header: list[str], rows: list[list]) -> str:
+    """A Markdown table (JupyterLab and GitHub both render it; no inline styles to strip)."""
+    def cell(v) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ↵ ")
+    lines = ["| " + " | ".join(map(cell, header)) + " |",
+             "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
+    return "\n".join(lines)
