@@ -1,4 +1,5 @@
 """Command line: `inferlab generate "prompt"`, `inferlab bench ...`, `inferlab figures`,
+`inferlab gallery`,
 `inferlab claims` (the report card: every claim's computed verdict), `inferlab serve` (the
 engine behind the OpenAI API), `inferlab vllm serve`
 (vLLM's server set up for the lab's views), `inferlab cache info|warm|clear` (the weights
@@ -43,6 +44,8 @@ def _bench(args) -> int:
     if args.what == "engine":
         from inferlab.bench.engine import bench_engine
         _save(args, bench_engine(num_requests=args.requests or 32, repeats=args.repeats,
+                                 prompt_len=args.input_len or 64,
+                                 new_tokens=args.output_len or 64,
                                  model=args.model, device=args.device,
                                  other_linear=args.linear_backend
                                  if args.linear_backend != "auto" else "torch"))
@@ -189,6 +192,12 @@ def _figures(args) -> int:
     return 0
 
 
+def _gallery(args) -> int:
+    from inferlab.tools.gallery import build
+    print(build(args.out, smoke=args.smoke, only=args.only or None))
+    return 0
+
+
 def _claims(args) -> int:
     from inferlab.lab import claims, report
     results = claims.run_all(smoke=args.smoke, only=args.only or None,
@@ -263,9 +272,11 @@ def main(argv=None) -> int:
                    help="serve: request rates, req/s, Poisson; inf = all at once "
                    "(default 1 2 4 inf; --smoke 8)")
     b.add_argument("--input-len", type=int, default=None,
-                   help="serve: random prompt tokens (default 128; --smoke 32)")
+                   help="engine: random prompt tokens (default 64); serve: (default 128; "
+                   "--smoke 32)")
     b.add_argument("--output-len", type=int, default=None,
-                   help="serve: new tokens per request (default 64; --smoke 8)")
+                   help="engine, serve: new tokens per request (default 64; serve --smoke "
+                   "8)")
     b.add_argument("--model", default=None)
     b.add_argument("--device", default=None)
     b.add_argument("--alone", action="store_true",
@@ -317,6 +328,12 @@ def main(argv=None) -> int:
     f.add_argument("--out", default="figures")
     f.add_argument("--smoke", action="store_true", help="small workloads (fast)")
     f.set_defaults(fn=_figures)
+    gl = sub.add_parser("gallery", help="every view and chapter figure on one page (PNGs and "
+                        "a README.md), for review")
+    gl.add_argument("--out", default="docs/gallery")
+    gl.add_argument("--smoke", action="store_true", help="small workloads (fast)")
+    gl.add_argument("--only", nargs="+", default=None, help="chapters (e.g. ch04 ch05)")
+    gl.set_defaults(fn=_gallery)
     c = sub.add_parser("claims", help="the report card: measure and judge every claim")
     c.add_argument("--smoke", action="store_true", help="small workloads (fast)")
     c.add_argument("--only", nargs="+", default=None,

@@ -49,10 +49,13 @@ def run_all(page, url: str, token: str, notebook: str, dialog_timeout_ms: int = 
     page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
 
 
-def browser_page(playwright, errors: list, width: int = 1280, height: int = 900):
-    """(browser, page) in headless chromium; console errors and page errors go to ``errors``."""
+def browser_page(playwright, errors: list, width: int = 1280, height: int = 900,
+                 scale: float = 1.0):
+    """(browser, page) in headless chromium; console errors and page errors go to ``errors``.
+    ``scale``: the device scale factor (2 for screenshots that stay sharp on a HiDPI page)."""
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    page = browser.new_page(viewport={"width": width, "height": height})
+    page = browser.new_page(viewport={"width": width, "height": height},
+                            device_scale_factor=scale)
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     return browser, page

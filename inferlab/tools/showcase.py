@@ -85,7 +85,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="inferlab-showcase-") as root, \
                 jupyterlab(pathlib.Path(root)) as (url, token), sync_playwright() as p:
             shutil.copy(VLLM_NOTEBOOK, pathlib.Path(root) / "on_vllm.ipynb")
-            browser, page = browser_page(p, errors, width=1100)
+            browser, page = browser_page(p, errors, width=1100, scale=2)
             run_all(page, url, token, "on_vllm.ipynb")
             _vllm_views(page, out)
             browser.close()
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="inferlab-showcase-") as root, \
             jupyterlab(pathlib.Path(root)) as (url, token), sync_playwright() as p:
         write_notebook(pathlib.Path(root) / "showcase.ipynb", CELLS)
-        browser, page = browser_page(p, errors, width=1100)
+        browser, page = browser_page(p, errors, width=1100, scale=2)
         run_all(page, url, token, "showcase.ipynb")
         page.wait_for_function("[...document.querySelectorAll('.il-token-stream .il-stats')]"
                                ".some(e => /8 requests/.test(e.textContent))", timeout=300_000)
