@@ -25,7 +25,7 @@ function render({ model, el }) {
     let maxD = 1, maxR = 0;
     for (let i = 0; i < n; i++) { maxD = Math.max(maxD, depth[i]); maxR = Math.max(maxR, row[i]); }
     const W = Math.max(240, root.clientWidth - 22);
-    const dx = Math.max(6, Math.min(30, (W - 16) / maxD));
+    const dx = Math.max(6, Math.min(80, (W - 16) / maxD));   // a short tree still spans the view
     const dy = maxR > 60 ? 8 : maxR > 25 ? 12 : 18;
     const s = Math.max(4, Math.min(dx, dy) - 4);
     const H = Math.max(dy, (maxR + 1) * dy + 4);
@@ -51,7 +51,7 @@ function render({ model, el }) {
     const sm = model.get("summary");
     const hit = sm.prompt_tokens ? (100 * sm.hit_tokens / sm.prompt_tokens).toFixed(0) + "%" : "–";
     head.stats.textContent = `${sm.cached ?? 0} blocks cached · ${sm.evicted ?? 0} evicted · ` +
-      `${sm.shared ?? 0} shared prefixes · vLLM KV usage ${sm.blocks_used ?? 0}/${sm.blocks_total ?? 0} blocks · ` +
+      `${sm.shared ?? 0} shared prefix${(sm.shared ?? 0) === 1 ? "" : "es"} · vLLM KV usage ${sm.blocks_used ?? 0}/${sm.blocks_total ?? 0} blocks · ` +
       `prefix hits ${sm.hit_tokens ?? 0} of ${sm.prompt_tokens ?? 0} prompt tokens (${hit}) · block = ${sm.block_size ?? "?"} tokens` +
       (sm.drawn < (sm.cached + sm.evicted) ? ` · newest ${sm.drawn} drawn` : "");
     geo = { n, id, depth, row, state, shared, step, dx, dy, cx, cy, s };
