@@ -22,7 +22,9 @@
 # official `openai` package) talks to it, and the views attached to the engine fill as the
 # requests come in: first an agent that calls a tool round after round, then a burst of users
 # at once. At the end the notebook stops the server in the middle of an answer, and the engine
-# is idle again with no KV block held.
+# is idle again with no KV block held. Last, the same weights behind vLLM's server, measured
+# by the same client as the lab's: the chapter's claim, that the same model feels different
+# on different serving stacks.
 
 # %%
 import inferlab as il
@@ -89,18 +91,22 @@ print(reply.usage)
 # %% [markdown]
 # ## An agent loop: one task, many requests
 #
-# A travel assistant with one tool, `weather(city)`. An agent works in rounds: it sends the
-# conversation, reads the reply, runs the tool the model asked for, appends the reply and the
-# tool's result (`role: "tool"`) and sends **the whole conversation again**: the API keeps no
-# state between requests. Each round streams its answer, so the client sees the first token
-# as soon as the engine emits it.
+# A travel assistant with one tool, `weather(city)`, declared as agent frameworks declare it
+# (`tools=[ch.WEATHER]`; the server writes it into the prompt: SmolLM2's chat template knows
+# no tools, so as a system message listing them). An agent works in rounds: it sends the
+# conversation, reads the reply, runs the tool the model asked for, appends the assistant's
+# turn with its `tool_calls` and the tool's result (`role: "tool"`) and sends **the whole
+# conversation again**: the API keeps no state between requests. Each round streams its
+# answer, so the client sees the first token as soon as the engine emits it.
 #
-# SmolLM2-135M is far too small to write tool calls reliably, so **the notebook plays the
-# tool**: in round *k* it answers with the *k*-th city's forecast from a fixed table, whatever
-# the model wrote (`ch.tool_result`). What is real: the requests, the growing conversation,
-# the model's replies, and what the engine computes for each round. The engine's prefix cache
-# recognises the conversation it has already seen (in whole blocks of 16 tokens) and
-# computes only the new part.
+# SmolLM2-135M is far too small to call tools: it may copy the `<tool_call>` form it sees in
+# the conversation, but the server parses no call out of its text, so its replies carry no
+# `tool_calls`. **The notebook plays the call and the tool**: in round *k* it calls
+# `weather` for the *k*-th city and answers with that city's forecast from a fixed table,
+# whatever the model wrote (`ch.tool_call`, `ch.tool_result`). What is real: the requests,
+# the growing conversation, the model's replies, and what the engine computes for each round.
+# The engine's prefix cache recognises the conversation it has already seen (in whole blocks
+# of 16 tokens) and computes only the new part.
 
 # %%
 agent = ch.agent_loop(client, srv.model_name, trace, sizes["cities"], sizes["agent_tokens"])
@@ -183,7 +189,7 @@ display(kv.snapshot(), tokens.snapshot())
 
 # %%
 fig = ch.figure({"model": eng.model_name, "agent": agent, "burst": crowd})
-show(fig)   # fig.show() for the interactive version
+show(fig)
 
 # %% [markdown]
 # ### The check
@@ -207,6 +213,37 @@ print(f"{len(rounds)} agent rounds, {len(crowd['users'])} users, up to {crowd['m
       f"requests in one step; after the stop: {idle['blocks_used']} blocks held")
 
 # %% [markdown]
+# ## The same model on another serving stack
+#
+# The engine is only part of what a user feels: the same weights served by another stack
+# answer with the same tokens but not at the same pace. Here the lab's server (`inferlab
+# serve`, in a process of its own) and vLLM's (`vllm serve`, its CPU build from
+# `.venv-vllm`) serve the same SmolLM2 weights, and one client measures both from outside:
+# vLLM's own benchmark, `vllm bench serve` (random prompts, every request at once, answers of
+# a fixed length), against one server and then the other, A B A B, while the other server is
+# paused. First the same greedy prompts go to both: their answers must agree word for word.
+# A full run measures it now (a few minutes, vLLM's start included); in smoke mode (CI,
+# Binder: no vLLM to start) the chapter reads the run `inferlab bench serve` recorded in
+# `docs/results/serve-xeon.json`, and says so.
+
+# %%
+data = ch.measure_for_claims(SMOKE)
+print("\n".join(ch.stacks_lines(data)))
+
+# %% [markdown]
+# ## Claim vs measured here
+#
+# The verdict is computed from these numbers by the claim's judge (the same one the report
+# card, `inferlab claims` and `11_report_card`, uses): the same greedy tokens on both stacks,
+# and a difference a user would notice (at least 1.2x) that is at least twice the run-to-run
+# spread of the repeats, so the machine's own noise cannot make it. Two servers of the same
+# engine, measured the same way, do not pass it (`tests/test_claims_stacks.py`).
+
+# %%
+from inferlab.lab import claims
+claims.print_verdicts(14, data)
+
+# %% [markdown]
 # ## Your turn
 #
 # * Point your own client at the engine: run the cells up to *Serve it*, then use `srv.url`
@@ -216,3 +253,7 @@ print(f"{len(rounds)} agent rounds, {len(crowd['users'])} users, up to {crowd['m
 # * Change `sizes` (more users, longer answers) and watch the batch fill; give the engine
 #   fewer blocks (`ch.engine(num_blocks=32)`) and watch the burst wait for KV memory.
 # * Stop with `srv.stop()`; the engine can then `generate` in the kernel, or be served again.
+# * Remove the effect: `ch._ch14_stacks.measure(against="inferlab")` measures two servers
+#   of the same engine exactly as above; judge it with `claims.print_verdicts(14, ...)`. For
+#   more rates and the whole table, `inferlab bench serve` (BENCHMARKS.md, "two serving
+#   stacks").

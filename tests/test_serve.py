@@ -73,6 +73,92 @@ def test_chat_and_its_stream_equal_generate(client, eng, ref):
     assert chunks[-1].usage.prompt_tokens == len(want.prompt_token_ids)
 
 
+# --- tools: an agent framework's requests ---------------------------------------------------
+WEATHER = {"type": "function", "function": {
+    "name": "weather", "description": "Next week's forecast for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+AGENT = [{"role": "system", "content": "You plan trips."},
+         {"role": "user", "content": "What should I pack for Paris?"},
+         {"role": "assistant", "content": None, "tool_calls": [
+             {"id": "call_0", "type": "function",
+              "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+         {"role": "tool", "tool_call_id": "call_0", "content": "14 C, light rain"}]
+
+
+def test_tools_go_into_the_prompt_and_no_tool_call_comes_back(srv, client, eng, ref):
+    """The tiny model's template (SmolLM2's) ignores ``tools=``: they come as a system message
+    listing them, and the answer is the engine's greedy answer to that prompt; the response
+    has no tool_calls (nothing parses them out of the text) and finishes as usual."""
+    from inferlab.core.prompts import render_messages, template_reads
+    msgs = [{"role": "user", "content": "What should I pack for Paris?"}]
+    assert not template_reads(ref.tokenizer, "tools")
+    text = render_messages(msgs, ref.tokenizer, [WEATHER])
+    assert text.startswith("<|im_start|>system\nYou can call these functions.")
+    assert '"name": "weather"' in text and text.endswith("<|im_start|>assistant\n")
+    want = reference(ref, [text], 10)[0]
+    plain = reference(ref, [msgs], 10)[0]
+    for choice in ("auto", "none", None):
+        kw = {} if choice is None else {"tool_choice": choice}
+        r = client.chat.completions.create(model=eng.model_name, messages=msgs, tools=[WEATHER],
+                                           max_tokens=10, parallel_tool_calls=False, **kw,
+                                           **GREEDY)
+        m = r.choices[0]
+        assert (m.message.content, m.finish_reason, m.message.tool_calls) == (
+            want.text, "length", None)
+        assert r.usage.prompt_tokens == len(want.prompt_token_ids) > len(plain.prompt_token_ids)
+    chunks = list(client.chat.completions.create(
+        model=eng.model_name, messages=msgs, tools=[WEATHER], tool_choice="auto",
+        max_tokens=10, stream=True, **GREEDY))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == want.text
+    assert not any(c.choices[0].delta.tool_calls for c in chunks if c.choices)
+    assert_clean(srv, eng)
+
+
+def test_an_agent_loop_sends_its_tool_calls_and_results_back(client, eng, ref):
+    """An assistant turn with tool_calls (no content) and the tool's result (role "tool"), as
+    an agent framework sends the conversation back: the calls become the assistant's text in
+    the <tool_call> JSON form (SmolLM2's template ignores tool_calls), the result a tool
+    turn; with tools, both at once."""
+    from inferlab.core.prompts import render_messages
+    text = render_messages(AGENT, ref.tokenizer)
+    assert ('<|im_start|>assistant\n<tool_call>\n{"name": "weather", "arguments": {"city": '
+            '"Paris"}}\n</tool_call><|im_end|>\n<|im_start|>tool\n14 C, light rain<|im_end|>'
+            in text)
+    want = reference(ref, [AGENT], 8)[0]
+    r = client.chat.completions.create(model=eng.model_name, messages=AGENT, max_tokens=8,
+                                       **GREEDY)
+    assert r.choices[0].message.content == want.text
+    assert r.usage.prompt_tokens == len(want.prompt_token_ids)
+    with_tools = reference(ref, [render_messages(AGENT, ref.tokenizer, [WEATHER])], 8)[0]
+    r = client.chat.completions.create(model=eng.model_name, messages=AGENT, tools=[WEATHER],
+                                       max_tokens=8, **GREEDY)
+    assert r.choices[0].message.content == with_tools.text
+    assert r.usage.prompt_tokens == len(with_tools.prompt_token_ids)
+
+
+def test_a_template_that_knows_tools_renders_them_itself(ref):
+    """A chat template that reads ``tools`` and ``tool_calls`` (a Hermes-style one here) gets
+    them as transformers passes them, the calls' JSON arguments as a dict; nothing is added."""
+    from inferlab.core.prompts import render_messages, template_reads
+    template = (
+        "{% if tools %}<tools>{% for t in tools %}{{ t.function.name }};{% endfor %}</tools>"
+        "{% endif %}{% for m in messages %}<{{ m.role }}>{{ m.content or '' }}"
+        "{% for c in m.tool_calls or [] %}[{{ c.function.name }}({{ c.function.arguments.city"
+        " }})]{% endfor %}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}")
+
+    class Knows:
+        chat_template = template
+
+        def apply_chat_template(self, msgs, **kw):
+            return ref.tokenizer.apply_chat_template(msgs, chat_template=template, **kw)
+    tok = Knows()
+    assert template_reads(tok, "tools") and template_reads(tok, "tool_calls")
+    assert render_messages(AGENT, tok, [WEATHER]) == (
+        "<tools>weather;</tools><system>You plan trips.<user>What should I pack for Paris?"
+        "<assistant>[weather(Paris)]<tool>14 C, light rain<assistant>")
+
+
 def test_n_choices_and_a_batch_of_prompts(client, eng, ref):
     r = client.completions.create(model=eng.model_name, prompt=HELLO, max_tokens=8, n=3,
                                   temperature=1.0, seed=7)

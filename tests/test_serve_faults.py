@@ -18,6 +18,8 @@ from serve_fixtures import *  # noqa: F401,F403 (fixtures and helpers)
 
 
 # --- bad input -----------------------------------------------------------------------------
+USER = [{"role": "user", "content": "x"}]
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
 BAD = [   # (route, body: dict or raw bytes, status, param, code)
     ("completions", b"{bad json", 400, None, "invalid_json"),
     ("completions", b"[1, 2]", 400, None, "invalid_json"),
@@ -54,6 +56,36 @@ BAD = [   # (route, body: dict or raw bytes, status, param, code)
     ("chat/completions", {"model": M, "messages": [{"role": "user", "content": "x"}],
                           "max_completion_tokens": -1}, 400, "max_completion_tokens", None),
     ("completions", {"model": M, "prompt": "x" * (1 << 20)}, 413, None, "request_too_large"),
+    # tools (an agent framework's requests): wrong types, a forced call, a misplaced tool call
+    ("chat/completions", {"model": M, "messages": USER, "tools": "weather"}, 400, "tools", None),
+    ("chat/completions", {"model": M, "messages": USER, "tools": [{"type": "function"}]}, 400,
+     "tools.0.function", "missing_parameter"),
+    ("chat/completions", {"model": M, "messages": USER, "tools": [
+        {"type": "function", "function": {"name": 5}}]}, 400, "tools.0.function.name", None),
+    ("chat/completions", {"model": M, "messages": USER, "tools": [
+        {"type": "retrieval", "function": {"name": "f"}}]}, 400, "tools.0.type", None),
+    ("chat/completions", {"model": M, "messages": USER, "tools": [
+        {"type": "function", "function": {"name": "f", "parameters": "{}"}}]}, 400,
+     "tools.0.function.parameters", None),
+    ("chat/completions", {"model": M, "messages": USER, "tool_choice": "sometimes"}, 400,
+     "tool_choice", None),
+    ("chat/completions", {"model": M, "messages": USER, "tools": [TOOL], "tool_choice": "required"},
+     400, "tool_choice", "unsupported_parameter"),
+    ("chat/completions", {"model": M, "messages": USER, "tools": [TOOL], "tool_choice": {
+        "type": "function", "function": {"name": "f"}}}, 400, "tool_choice",
+     "unsupported_parameter"),
+    ("chat/completions", {"model": M, "messages": [{"role": "assistant", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]}]},
+     400, "messages.0.tool_calls.0.function.arguments", None),
+    ("chat/completions", {"model": M, "messages": [{"role": "user", "content": "x",
+                                                    "tool_calls": [{"id": "c", "function": {
+                                                        "name": "f", "arguments": "{}"}}]}]},
+     400, "messages.0.tool_calls", "invalid_value"),
+    ("chat/completions", {"model": M, "messages": [{"role": "assistant"}]}, 400,
+     "messages.0.content", "missing_parameter"),
+    ("chat/completions", {"model": M, "messages": [{"role": "tool", "content": "x",
+                                                    "tool_call_id": 7}]}, 400,
+     "messages.0.tool_call_id", None),
 ]
 
 

@@ -17,6 +17,10 @@ JSON gives TTFT, TPOT, ITL (p50, p99) and throughput; each is reported as median
 Before timing, the same few prompts (completions and chat, temperature 0) go to both servers:
 how many answers agree, word for word, is the ``greedy`` part; it is the warm-up too.
 
+``against="inferlab"`` puts a second ``inferlab serve`` where vLLM would be (keyed
+``AGAIN``): the same engine twice, the same client, the same protocol; what differs then is
+the run-to-run spread alone (the stack claim's falsifiability test, chapter 14).
+
 Placement on this machine's CPUs (``PLACEMENT``): both servers are started once and stay up;
 while one is measured, the other's whole process group is stopped (SIGSTOP) and continued
 after. The server under test has every CPU; the client is neither pinned nor niced.
@@ -53,6 +57,8 @@ SIZES = {   # full run / smoke run (CI, Binder): rates up to saturation, then al
     True: dict(rates=(8.0,), num_prompts=4, input_len=32, output_len=8, repeats=1,
                greedy_prompts=2, greedy_tokens=8),
 }
+AGAINST = ("vLLM", "inferlab")       # what the second server runs
+AGAIN = "inferlab again"              # the second server's key when it is inferlab too
 PERCENTILES = ("p50", "p99")
 LATENCIES = ("ttft", "tpot", "itl")
 KEYS = tuple(f"{p}_{m}_ms" for m in LATENCIES for p in PERCENTILES) + (
@@ -195,11 +201,17 @@ def weights_dir_for_vllm(scratch: str) -> str:
 def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None = None,
                    input_len: int | None = None, output_len: int | None = None,
                    repeats: int | None = None, seed: int = 0, max_num_seqs: int = 64,
-                   max_model_len: int = 2048, progress=None) -> dict:
+                   max_model_len: int = 2048, greedy_prompts: int | None = None,
+                   greedy_tokens: int | None = None, against: str = "vLLM",
+                   progress=None) -> dict:
     """Both stacks under ``vllm bench serve``, A B A B (see the module's docstring); sizes
-    default to ``SIZES[smoke]``. ``progress``: a callable given one line per step."""
+    default to ``SIZES[smoke]``. ``against``: the second server, "vLLM" or "inferlab" (the
+    same stack twice). ``progress``: a callable given one line per step."""
+    if against not in AGAINST:
+        raise InvalidInputError(f"against must be one of {AGAINST}, got {against!r}")
     given = dict(rates=rates, num_prompts=num_prompts, input_len=input_len,
-                 output_len=output_len, repeats=repeats)
+                 output_len=output_len, repeats=repeats, greedy_prompts=greedy_prompts,
+                 greedy_tokens=greedy_tokens)
     cfg = {**SIZES[bool(smoke)], **{k: v for k, v in given.items() if v is not None}}
     cfg["rates"] = tuple(float(r) for r in cfg["rates"])
     if not cfg["rates"] or not all(r > 0 for r in cfg["rates"]):
@@ -212,9 +224,14 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
             contextlib.ExitStack() as up:
         model_dir = weights_dir_for_vllm(scratch)
         servers = {"inferlab": inferlab_server(MODEL_NAME, free_port(), f"{scratch}/inferlab.log",
-                                               max_num_seqs, max_model_len),
-                   "vLLM": vllm_server(model_dir, MODEL_NAME, free_port(), f"{scratch}/vllm.log",
-                                       scratch, max_num_seqs, max_model_len)}
+                                               max_num_seqs, max_model_len)}
+        if against == "vLLM":
+            servers["vLLM"] = vllm_server(model_dir, MODEL_NAME, free_port(),
+                                          f"{scratch}/vllm.log", scratch, max_num_seqs,
+                                          max_model_len)
+        else:
+            servers[AGAIN] = inferlab_server(MODEL_NAME, free_port(), f"{scratch}/again.log",
+                                             max_num_seqs, max_model_len)
         for srv in servers.values():
             up.callback(srv.stop)
             srv.launch()
@@ -265,6 +282,7 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
                    "are not trustworthy")
     return portable({"config": {**cfg, "rates": [rate_key(r) for r in cfg["rates"]], "seed": seed,
                        "max_num_seqs": max_num_seqs, "max_model_len": max_model_len,
+                       "against": against,
                        "model": MODEL_NAME, "model_dir": model_dir, "dtype": "float32"},
             "clock": "wall: the client times each request (time.perf_counter); inferlab "
                      "serve runs its engine on the wall clock (it has no simulated one)",

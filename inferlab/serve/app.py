@@ -121,8 +121,11 @@ def _too_large(size: int, limit: int) -> APIError:
 
 
 async def _answer(request: Request, driver: EngineDriver, req, kind: str, model_name: str):
-    prompts, params = req.engine_inputs(driver.engine.max_model_len)
-    job = driver.submit(prompts, params)
+    if kind == "chat":
+        prompts, params = req.engine_inputs(driver.engine.max_model_len, driver.engine.tokenizer)
+    else:
+        prompts, params = req.engine_inputs(driver.engine.max_model_len)
+    job = driver.submit(prompts, params, "messages" if kind == "chat" else "prompt")
     streaming = False
     try:
         await job.started()                  # refused input comes back here, as a 4xx

@@ -35,8 +35,10 @@ class Job:
     Items on ``queue``: ("started",) once every choice is in the engine, ("out", index,
     RequestOutput) per step, ("error", APIError) when it was refused or failed."""
 
-    def __init__(self, prompts: list, params: list, loop: asyncio.AbstractEventLoop):
+    def __init__(self, prompts: list, params: list, loop: asyncio.AbstractEventLoop,
+                 param: str | None = None):
         self.prompts, self.params, self.loop = prompts, params, loop
+        self.param = param                     # the body's field a refusal names
         self.queue: asyncio.Queue = asyncio.Queue()
         self.request_ids: list[str] = []       # driver thread only, as ``live``
         self.live: set[int] = set()            # choices not finished yet
@@ -84,8 +86,9 @@ class EngineDriver:
     def num_open(self) -> int:
         return self._open
 
-    def submit(self, prompts: list, params: list) -> Job:
-        """Queue one request's choices (call from the event loop); 503 when stopping or full."""
+    def submit(self, prompts: list, params: list, param: str | None = None) -> Job:
+        """Queue one request's choices (call from the event loop); 503 when stopping or full.
+        ``param``: the body's field an engine refusal names ("prompt", "messages")."""
         with self._lock:
             if self._stopping:
                 raise APIError(503, "the server is stopping", "server_error",
@@ -95,7 +98,7 @@ class EngineDriver:
                                "(max_pending); try again later", "server_error",
                                code="server_overloaded")
             self._open += 1
-        job = Job(prompts, params, asyncio.get_running_loop())
+        job = Job(prompts, params, asyncio.get_running_loop(), param)
         self._cmds.put(("add", job))
         return job
 
@@ -199,9 +202,9 @@ class EngineDriver:
                 self._owner[rid] = (job, i)
         except Exception as e:           # noqa: BLE001 - bad input: a 4xx for this one
             self._abort(job)
-            self._post(job, ("error", engine_error(
-                e, "messages" if isinstance(job.prompts[0], list) and job.prompts[0]
-                and isinstance(job.prompts[0][0], dict) else "prompt")))
+            self._post(job, ("error", engine_error(e, job.param or (
+                "messages" if isinstance(job.prompts[0], list) and job.prompts[0]
+                and isinstance(job.prompts[0][0], dict) else "prompt"))))
             return
         self._jobs.add(job)
         self._post(job, ("started",))

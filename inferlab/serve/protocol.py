@@ -5,6 +5,16 @@ out-of-range value becomes an :class:`APIError` whose ``body()`` is OpenAI's
 ``{"error": {"message", "type", "param", "code"}}``, with the field's path as ``param``.
 A valid request becomes what the engine takes: one prompt and one ``SamplingParams`` per
 choice (``engine_inputs``).
+
+Tools (chat): ``tools`` and ``tool_choice`` "none" or "auto" are accepted, and the tools are
+rendered into the prompt as the model's chat template renders them (``apply_chat_template(
+tools=...)``), or, when the template ignores tools (SmolLM2's does), as a system message
+listing them (``inferlab.core.prompts.render_messages``). A conversation may carry the
+assistant's ``tool_calls`` and ``role: "tool"`` results, as an agent loop sends them back.
+The server does not parse tool calls out of the model's text: SmolLM2-135M does not write
+them reliably, so a response carries no ``tool_calls`` and its finish_reason stays "stop" or
+"length". A forced choice ("required", or a named function) is refused with a 400: nothing
+here can make the model call a tool.
 """
 from __future__ import annotations
 
@@ -25,6 +35,7 @@ NEUTRAL = {"frequency_penalty": (0.0,), "presence_penalty": (0.0,), "repetition_
            "logit_bias": (None, {}), "logprobs": (None, False, 0), "top_logprobs": (None, 0),
            "best_of": (None, 1), "echo": (False,), "suffix": (None,), "tools": (None, []),
            "response_format": (None, {"type": "text"})}
+TOOL_CHOICES = ("none", "auto")          # what a model that may or may not call tools allows
 
 
 class _Body(BaseModel):
@@ -67,7 +78,7 @@ class _Sampling(_Body):
     response_format: dict | None = None
 
     def check(self) -> None:
-        for name, neutral in NEUTRAL.items():
+        for name, neutral in self.neutral().items():
             if getattr(self, name) not in neutral:
                 raise APIError(400, f"{name} is not supported by inferlab's engine (leave it "
                                f"out, or set it to {neutral[0]!r})", param=name,
@@ -89,6 +100,10 @@ class _Sampling(_Body):
                 for _ in range(num_prompts) for j in range(self.n)]
         except InferlabError as e:
             raise engine_error(e) from None
+
+    @classmethod
+    def neutral(cls) -> dict:
+        return NEUTRAL
 
     @property
     def include_usage(self) -> bool:
@@ -120,26 +135,105 @@ class TextPart(_Body):
     text: str
 
 
+class FunctionCall(_Body):
+    name: str
+    arguments: str                       # JSON text, as the OpenAI API sends it
+
+
+class ToolCall(_Body):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class Message(_Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart]
+    content: str | list[TextPart] | None = None    # None: an assistant's tool calls only
     name: str | None = None
+    tool_calls: list[ToolCall] | None = None       # assistant: the calls it made
+    tool_call_id: str | None = None                # tool: the call this result answers
 
-    def as_dict(self) -> dict:
+    def as_dict(self, i: int) -> dict:
         c = self.content
-        return {"role": self.role,
-                "content": c if isinstance(c, str) else "".join(p.text for p in c)}
+        if self.tool_calls and self.role != "assistant":
+            raise APIError(400, f"messages.{i}.tool_calls: only an assistant message can "
+                           f"carry tool calls (this one's role is {self.role!r})",
+                           param=f"messages.{i}.tool_calls", code="invalid_value")
+        if c is None and not self.tool_calls:
+            raise APIError(400, f"messages.{i}.content is missing (only an assistant message "
+                           "with tool_calls may leave it out)", param=f"messages.{i}.content",
+                           code="missing_parameter")
+        out = {"role": self.role,
+               "content": c if c is None or isinstance(c, str) else "".join(p.text for p in c)}
+        if self.tool_calls:
+            out["tool_calls"] = [t.model_dump() for t in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+
+class FunctionDef(_Body):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str | None = None
+    parameters: dict | None = None       # a JSON Schema object
+    strict: bool | None = None
+
+
+class Tool(_Body):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(_Body):
+    name: str
+
+
+class NamedToolChoice(_Body):
+    type: Literal["function"]
+    function: NamedFunction
 
 
 class ChatRequest(_Sampling):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: int | None = Field(None, ge=1)
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
 
-    def engine_inputs(self, max_model_len: int) -> tuple[list, list[SamplingParams]]:
+    @classmethod
+    def neutral(cls) -> dict:
+        return {k: v for k, v in NEUTRAL.items() if k != "tools"}
+
+    def check(self) -> None:
+        super().check()
+        choice = self.tool_choice
+        if choice is not None and choice not in TOOL_CHOICES:
+            forced = (f"a named tool_choice would force a call of {choice.function.name!r}"
+                      if isinstance(choice, NamedToolChoice) else
+                      f"tool_choice {choice!r} would force a tool call")
+            raise APIError(400, f"{forced}, and inferlab cannot force one: the server "
+                           "does not constrain the model's output, and SmolLM2 does not write "
+                           "tool calls. Use \"auto\" or \"none\".", param="tool_choice",
+                           code="unsupported_parameter")
+
+    def engine_inputs(self, max_model_len: int, tokenizer=None
+                      ) -> tuple[list, list[SamplingParams]]:
+        """The conversation as the engine takes it (messages), or, with ``tools``, the
+        prompt text the chat template makes of both (``tokenizer``: the engine's)."""
         self.check()
-        messages = [m.as_dict() for m in self.messages]
+        messages = [m.as_dict(i) for i, m in enumerate(self.messages)]
         # no cap asked: until the context is full (the engine stops at max_model_len)
         params = self.params(self.max_completion_tokens or self.max_tokens or max_model_len, 1)
+        if self.tools:
+            from ..core.prompts import render_messages
+            try:
+                prompt = render_messages(messages, tokenizer,
+                                         [t.model_dump(exclude_none=True) for t in self.tools])
+            except InferlabError as e:
+                raise engine_error(e, "messages") from None
+            return [prompt] * self.n, params
         return [messages] * self.n, params
 
 
@@ -170,5 +264,6 @@ def _param(loc) -> str:
     return ".".join(str(x) for x in loc if isinstance(x, int) or x in _FIELDS)
 
 
-_FIELDS = {f for m in (CompletionRequest, ChatRequest, Message, TextPart, StreamOptions)
-           for f in m.model_fields}
+_FIELDS = {f for m in (CompletionRequest, ChatRequest, Message, TextPart, StreamOptions,
+                       FunctionCall, ToolCall, FunctionDef, Tool, NamedFunction,
+                       NamedToolChoice) for f in m.model_fields}

@@ -5,14 +5,20 @@ The lab's engine serves the OpenAI API from a thread of the notebook's kernel
 engine watch. This module holds the clients the chapter runs, all through the official
 ``openai`` package over HTTP on 127.0.0.1:
 
-* ``agent_loop``: a tool-using agent, round by round. The API keeps no state, so every round
-  sends the whole conversation again: the assistant's last reply and a tool result are
-  appended and it all goes back. SmolLM2-135M is far too small to call tools reliably, so
-  the tool is played here: round k answers with the k-th city's forecast from a fixed table,
-  whatever the model wrote (deterministic; the notebook says so).
+* ``agent_loop``: a tool-using agent, round by round, as agent frameworks send it: the tool
+  declared in ``tools``, the assistant's turn with its ``tool_calls``, the tool's result as a
+  ``role: "tool"`` message. The API keeps no state, so every round sends the whole
+  conversation again. SmolLM2-135M is far too small to call tools (the server parses no tool
+  calls out of its text), so the call and the tool are played here: round k calls
+  ``weather`` for the k-th city and answers with its forecast from a fixed table, whatever
+  the model wrote (deterministic; the notebook says so).
 * ``burst``: several users at once, each its own client in its own thread, released
   together, each streaming its answer (the lab's bundled chat requests); per user, the time
   to the first token and to the last as that client saw it.
+
+The chapter's claim, that the same model feels different on different serving stacks, is
+measured from outside by vLLM's own benchmark client against ``inferlab serve`` and vLLM's
+server on the same weights (``_ch14_stacks``: ``measure_for_claims``, ``judge_stacks``).
 
 Client-side times are this machine's wall clock, one run, and the clients share this process
 (and its CPUs) with the server and the engine. The engine's own times and counts for the same
@@ -21,18 +27,24 @@ and streaming add is the difference between the two.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 
 from .. import palette, protocol
-from . import _kit
+from ..verdicts import AFTER, Claim
+from . import _ch14_stacks, _kit
+from ._ch14_stacks import judge_stacks, stacks_lines  # noqa: F401 (the notebook prints them)
 
 TITLE = "Your own traffic: a real OpenAI client, an agent loop and a burst of users"
 CLAIM = ("Tool calls turn one task into a loop of requests, each re-sending the whole "
          "conversation; a server batches many users' requests into the same engine steps.")
-SYSTEM = ("You are a travel assistant. You have one tool, weather(city), which gives next "
-          "week's forecast for a city. To use it, reply with the call only, for example "
-          "weather(Paris). When you know every forecast, tell the user what to pack.")
+SYSTEM = ("You are a travel assistant. Call the weather tool for each city the user will "
+          "visit. When you know every forecast, tell the user what to pack.")
+WEATHER = {"type": "function", "function": {           # the tool, as OpenAI's API declares it
+    "name": "weather", "description": "Next week's forecast for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
 FORECASTS = (("Paris", "14 °C, light rain"), ("Rome", "24 °C, sunny"),
              ("Oslo", "-2 °C, snow"))
 # the lab's bundled chat requests (inferlab.sim.chat_requests), several languages
@@ -60,6 +72,12 @@ def task(cities: int) -> str:
     names = [c for c, _ in FORECASTS[:cities]]
     return f"Next week I visit {', '.join(names[:-1])} and {names[-1]}. What should I pack?" \
         if cities > 1 else f"Next week I visit {names[0]}. What should I pack?"
+
+
+def tool_call(k: int) -> dict:
+    """The call the notebook makes for the model in round ``k`` (OpenAI's shape)."""
+    return {"id": f"call_{k}", "type": "function", "function": {
+        "name": "weather", "arguments": json.dumps({"city": FORECASTS[k][0]})}}
 
 
 def tool_result(k: int) -> str:
@@ -106,14 +124,17 @@ def agent_loop(client, model: str, trace, cities: int = 3, max_tokens: int = 48)
     with protocol.BusyCheck() as busy:
         for k in range(cities + 1):
             before = set(trace.requests)
-            r = stream_chat(client, model, messages, max_tokens)
+            r = stream_chat(client, model, messages, max_tokens, tools=[WEATHER])
             new = [rid for rid in list(trace.requests) if rid not in before]
             r.update(round=k + 1, messages=len(messages), request_id=new[0] if new else None)
-            messages.append({"role": "assistant", "content": r["text"]})
             if k < cities:
-                r["tool"] = tool_result(k)
-                messages.append({"role": "tool", "tool_call_id": f"call_{k}",
-                                 "content": r["tool"]})
+                r["call"], r["tool"] = tool_call(k), tool_result(k)
+                messages += [{"role": "assistant", "content": r["text"],
+                              "tool_calls": [r["call"]]},
+                             {"role": "tool", "tool_call_id": r["call"]["id"],
+                              "content": r["tool"]}]
+            else:
+                messages.append({"role": "assistant", "content": r["text"]})
             rounds.append(r)
     em = engine_metrics(trace)
     for r in rounds:
@@ -247,7 +268,9 @@ def agent_text(agent: dict) -> str:
                      "engine")
         lines.append(f"  assistant: {r['text'].strip()!r}")
         if "tool" in r:
-            lines.append(f"  tool (played by the notebook): {r['tool']!r}")
+            fn = r["call"]["function"]
+            lines.append(f"  tool call (played by the notebook): {fn['name']}"
+                         f"({fn['arguments']}) -> {r['tool']!r}")
     sent = sum(r["prompt_tokens"] for r in agent["rounds"])
     done = sum(r["computed"] for r in agent["rounds"])
     lines.append(f"{len(agent['rounds'])} requests for one task: {sent} prompt tokens sent, "
@@ -319,3 +342,25 @@ def figure(data: dict):
     clock = ("token counts from the engine; times: wall clock, this machine, one run"
              if b else "token counts from the engine (deterministic)")
     return _kit.style(fig, f"{TITLE} ({data['model']})", clock)
+
+
+# --- the chapter's claim: how it is measured and judged ---------------------------------------
+def measure_for_claims(smoke: bool) -> dict:
+    """The measurement the claim below is judged on (``claims.run_all``, the notebook): a
+    full run serves the same weights from ``inferlab serve`` and ``vllm serve`` and measures
+    both now with ``vllm bench serve`` (A B A B; a few minutes, vLLM's start included); a
+    smoke run (CI, Binder: no vLLM to start) judges the run ``inferlab bench serve`` recorded
+    in docs/results/serve-xeon.json, and its reason says so."""
+    return _ch14_stacks.measure(smoke)
+
+
+CLAIMS = (
+    Claim("14-stacks", "The same model feels different on different serving stacks: the same "
+          "weights give the same tokens, but how soon the first word comes, how fast the rest "
+          "streams and how many tokens a second the machine serves depend on the stack "
+          "serving it.",
+          f"{AFTER} (a capable model can be poorly served, or feel very responsive on "
+          "well-optimised infrastructure: what serves a model matters to the experience as "
+          "much as the model); measured with vLLM's own client, `vllm bench serve`",
+          "ch14_own_traffic", measure_for_claims, judge_stacks),
+)
