@@ -2,10 +2,15 @@
 chromium with a clean console: no page error, no console error.
 
 Which notebooks: every one takes ~22 minutes on this 2-CPU machine (all 15 were clean on
-2026-11-30, load 5-8), so by default the tour and every notebook with widgets run (those
-whose committed outputs or source hold a widget: ~8 minutes under that load, a new widget
-notebook joins by itself); ``INFERLAB_BROWSER_NOTEBOOKS=all`` runs every notebook, and a
-space-separated list of names runs those.
+2026-11-30, load 5-8), so by default the tour runs and, after it, each notebook that shows a
+kind of widget no notebook before it showed (kinds read from the widget state saved with the
+committed outputs: an inferlab view by its class, an ipywidgets model by its name). Every kind
+of widget that any notebook shows is drawn here at least once; a notebook whose source uses
+widgets but whose committed outputs hold none runs too, so a new widget notebook joins by
+itself. The notebooks run here are not run again by nbval in the same session (notebooks/
+conftest.py); the others are. ``INFERLAB_BROWSER_NOTEBOOKS=widgets`` runs every notebook with
+widgets (the tour, 00_quickstart, 04, 05, 12 and 14 on 2026-12-02: ~8 minutes at load 5-8),
+``all`` runs every notebook, and a space-separated list of names runs those.
 
 One lab serves the notebooks in turn (copies in a temporary root, so autosave never touches
 the committed files); each opens in a fresh workspace, runs to its last cell, waits for its
@@ -27,6 +32,8 @@ from waiting import wait_until
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+TOUR = "00_tour.ipynb"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
 def has_widgets(nb: pathlib.Path) -> bool:
@@ -36,14 +43,40 @@ def has_widgets(nb: pathlib.Path) -> bool:
             or "ipywidgets" in code)
 
 
+def widget_kinds(nb: pathlib.Path) -> set[str]:
+    """The kinds of widget the notebook's committed outputs show, from the widget state saved
+    with them: an inferlab view by its class (anywidget's id), any other model by its name."""
+    meta = json.loads(nb.read_text(encoding="utf-8"))["metadata"]
+    state = meta.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    return {m["state"].get("_anywidget_id") or f"{m['model_module']}.{m['model_name']}"
+            for m in state.values()}
+
+
+def covering(every: list[pathlib.Path]) -> list[pathlib.Path]:
+    """The tour, then each widget notebook that shows a kind not shown by one before it (a
+    widget notebook with no saved widget state: kinds unknown, so it runs)."""
+    tour = [p for p in every if p.name == TOUR]
+    chosen, seen = list(tour), set().union(*map(widget_kinds, tour))
+    for p in every:
+        if p.name == TOUR or not has_widgets(p):
+            continue
+        kinds = widget_kinds(p)
+        if not kinds or kinds - seen:
+            chosen.append(p)
+            seen |= kinds
+    return sorted(chosen)
+
+
 def notebooks() -> list[str]:
     every = sorted((ROOT / "notebooks").glob("*.ipynb"))
     pick = os.environ.get("INFERLAB_BROWSER_NOTEBOOKS", "").split()
     if pick == ["all"]:
         return [p.name for p in every]
+    if pick == ["widgets"]:
+        return [p.name for p in every if p.name == TOUR or has_widgets(p)]
     if pick:
         return [p.name for p in every if p.name in pick or p.stem in pick]
-    return [p.name for p in every if p.name == "00_tour.ipynb" or has_widgets(p)]
+    return [p.name for p in covering(every)]
 
 
 NOTEBOOKS = notebooks()
@@ -140,5 +173,10 @@ def test_notebooks_run_with_a_clean_console(lab):
                 problems.append(f"{name}: ran {state.get('done')} of {state.get('cells')} cells")
             problems += [f"{name}: console: {e}" for e in errors]
     print("\n".join(report))
-    assert "00_tour.ipynb" in NOTEBOOKS or os.environ.get("INFERLAB_BROWSER_NOTEBOOKS")
+    assert TOUR in NOTEBOOKS or os.environ.get("INFERLAB_BROWSER_NOTEBOOKS")
+    if not os.environ.get("INFERLAB_BROWSER_NOTEBOOKS"):     # every kind of widget drawn here
+        every = sorted((ROOT / "notebooks").glob("*.ipynb"))
+        shown = set().union(*(widget_kinds(p) for p in every))
+        run = set().union(*(widget_kinds(ROOT / "notebooks" / n) for n in NOTEBOOKS))
+        assert shown <= run, sorted(shown - run)
     assert not problems, "\n".join(problems + ["", *report])
