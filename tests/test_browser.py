@@ -37,7 +37,9 @@ CELLS = [
     "cmp = BatchingComparison.run(synthetic(8, prompt_len=16, output_len=Uniform(4, 24), seed=0), "
     "('static', dict(scheduler='static')), ('continuous', dict(scheduler='continuous')), "
     "model='tiny', num_blocks=64, block_size=4, max_num_seqs=4); cmp",
-    "lab = Lab('tiny', workload_kind='random tokens: synthetic', num_requests=150, rate=0.0); lab",
+    # arrivals at 10 a second: the run lasts 15 s of wall clock, so Stop lands in the middle
+    # of it however fast the tiny model steps
+    "lab = Lab('tiny', workload_kind='random tokens: synthetic', num_requests=150, rate=10.0); lab",
 ]
 
 
@@ -108,7 +110,7 @@ def _drive(page, url, token, tmp_path):
         # live: each view shows real content while the workload runs
         page.wait_for_selector(".il-token-stream .il-chip", timeout=90_000)
         page.wait_for_selector(".il-timeline canvas", timeout=30_000)
-        page.wait_for_selector(".il-kv-map canvas", timeout=30_000)
+        page.wait_for_selector(".il-kv-map .js-plotly-plot", timeout=30_000)
         page.wait_for_function(
             "document.querySelectorAll('.il-lab-run').length > 0", timeout=120_000)
         page.wait_for_selector(".il-compare .il-cmp-table td", timeout=60_000)

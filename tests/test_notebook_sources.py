@@ -106,3 +106,21 @@ def test_committed_progress_bars_end_where_their_run_ended(name):
     nb = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text(encoding="utf-8"))
     assert nb_outputs.finish_progress_bars(nb) == 0, \
         f"{name}: a saved progress bar shows its first state (run make notebooks)"
+
+
+def test_a_heavy_widget_and_what_refers_to_it_leave_the_saved_state():
+    big = {"model_name": "FigureModel", "state": {"_esm": "x" * 2000}}
+    view = {"model_name": "AnyModel", "state": {"plot": "IPY_MODEL_big"}}
+    box = {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_view"]}}
+    small = {"model_name": "HTMLModel", "state": {"value": "ok"}}
+    outs = [{"output_type": "display_data",
+             "data": {nb_outputs.WIDGET_VIEW: {"model_id": m}, "image/png": "iVBO",
+                      "text/plain": m}} for m in ("box", "small")]
+    nb = {"cells": [{"cell_type": "code", "outputs": outs}],
+          "metadata": {"widgets": {nb_outputs.WIDGET_STATE: {"state": {
+              "big": big, "view": view, "box": box, "small": small}}}}}
+    assert nb_outputs.drop_heavy_widgets(nb, limit=1000) == 3
+    assert list(nb["metadata"]["widgets"][nb_outputs.WIDGET_STATE]["state"]) == ["small"]
+    assert set(outs[0]["data"]) == {"image/png", "text/plain"}       # the picture stays
+    assert nb_outputs.WIDGET_VIEW in outs[1]["data"]
+    assert nb_outputs.drop_heavy_widgets(nb, limit=1000) == 0

@@ -137,7 +137,8 @@ def test_comparison_from_traces(trace):
     c = BatchingComparison(trace, trace, labels=["a", "b"])
     assert [s["label"] for s in c.sides] == ["a", "b"]
     assert c.sides[0]["finished"] == 2 and c.sides[0]["throughput"] > 0
-    assert len(c.figure().data) == 2 * 4
+    # per side: its seat grid (empty seats, prefill, decode, end marks) and its latencies
+    assert len(c.figure().data) == 2 * 5
     c.cursor = 10
     assert c.shown_step() == 10
 

@@ -248,8 +248,7 @@ class View(SavedDisplay, anywidget.AnyWidget):
         data["text/plain"] = repr(self)
         if STATIC_IMAGES and self.num_steps:
             try:
-                from inferlab.lab.figures import to_image
-                png = to_image(self.figure(), "png", width=900, height=420)
+                png = png_of(self.figure())
                 data["image/png"] = base64.b64encode(png).decode("ascii")
             except Exception as e:  # noqa: BLE001 - no browser for kaleido: widget only
                 from inferlab.lab.figures import export_failed
@@ -259,9 +258,15 @@ class View(SavedDisplay, anywidget.AnyWidget):
     def snapshot(self):
         """The view as a static PNG (IPython Image), e.g. after a live run."""
         from IPython.display import Image
+        return Image(png_of(self.figure()))
 
-        from inferlab.lab.figures import to_image
-        return Image(to_image(self.figure(), "png", width=900, height=420))
+
+def png_of(fig, width: int = 900, height: int = 420) -> bytes:
+    """A view's picture as PNG bytes, at the figure's own size where it has one (a timeline
+    grows with its requests)."""
+    from inferlab.lab.figures import to_image
+    return to_image(fig, "png", width=fig.layout.width or width,
+                    height=fig.layout.height or height)
 
 
 def wait_until(pred, timeout: float = 5.0, every: float = 0.01) -> bool:

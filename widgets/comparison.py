@@ -105,30 +105,13 @@ class BatchingComparison(View):
             go()
         return view
 
-    def figure(self):
-        from plotly.subplots import make_subplots
-        import plotly.graph_objects as go
-
-        from inferlab.lab import figures
-        fig = make_subplots(rows=1, cols=3, subplot_titles=("requests in the batch",
-                                                            "latency (ms)", "output tokens/s"))
-        for i, (label, tr) in enumerate(self._sides):
-            s = side_summary(tr)
-            color = figures.PALETTE[i % len(figures.PALETTE)]
-            fig.add_trace(go.Scatter(x=np.frombuffer(s["occ_t"]) * 1e3, y=np.frombuffer(
-                s["occ_n"], "<i4"), mode="lines", line_shape="hv", name=label,
-                line_color=color), 1, 1)
-            for key in ("ttft", "e2e"):
-                fig.add_trace(go.Box(y=np.frombuffer(s[key]) * 1e3, name=f"{label} {key.upper()}",
-                                     marker_color=color, showlegend=False, boxpoints="all",
-                                     jitter=0.4, pointpos=0), 1, 2)
-            fig.add_trace(go.Bar(x=[label], y=[s["throughput"]], marker_color=color,
-                                 showlegend=False), 1, 3)
-        fig.update_xaxes(title_text="time (ms)", row=1, col=1)
-        fig = figures.style(fig, self.title, self.clock)
-        # the legend under the plots, clear of the subplot titles; room for the box labels
-        fig.update_layout(legend=dict(orientation="h", x=0, y=-0.32), margin=dict(b=120, t=90))
-        return fig
+    def figure(self, dark: bool = False):
+        """Seats x time per config and the latency distributions, as a plotly figure
+        (inferlab.lab.drawings.comparison); ``dark`` for a dark page."""
+        from inferlab.lab.drawings.comparison import figure
+        with self._lock:
+            sides = [(label, tr) for label, tr in self._sides]
+        return figure(sides, title=self.title, clock=self.clock, dark=dark)
 
     def __repr__(self):
         return f"BatchingComparison({[lab for lab, _ in self._sides]}, clock={self.clock!r})"

@@ -4,8 +4,11 @@ marked, free blocks hollow. In the contiguous layout the reserved-but-unused slo
 request are drawn as waste. Scrubbing asks Python for the map at that step."""
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import traitlets as t
+from ipywidgets import widget_serialization
 
+from inferlab.widgets import _plot
 from inferlab.widgets._base import View, asset, pack
 
 # block-state bits of cell_flags: defined here only; the JS gets them in the ``flags`` trait
@@ -38,6 +41,21 @@ def block_cells(rec, cached: set, layout: str, owners: dict) -> list[tuple]:
     return list(zip(owner, fill, ref, flags))
 
 
+def _token_texts(tokenizer, text: str | None, n: int) -> list:
+    """The text of each of the ``n`` prompt tokens of ``text``, when re-encoding it with
+    ``tokenizer`` gives ``n`` tokens (as the engine encoded it); else ``n`` Nones."""
+    if tokenizer is None or not text or not n:
+        return [None] * n
+    for kw in ({"add_special_tokens": False}, {}):
+        try:
+            ids = list(tokenizer.encode(text, **kw))
+        except Exception:  # noqa: BLE001 - text in the slots is a nicety, never an error
+            return [None] * n
+        if len(ids) == n:
+            return [tokenizer.decode([i]) for i in ids]
+    return [None] * n
+
+
 class KVBlockMap(View):
     _esm = asset("common.js", "kv_map.js")
     _css = asset("common.css", "kv_map.css")
@@ -54,6 +72,42 @@ class KVBlockMap(View):
     flags = t.Dict(dict(FLAGS)).tag(sync=True)       # bit names for the JS (read-only)
     shown = t.Int(-1).tag(sync=True)                 # the step the cells are from
     summary = t.Dict().tag(sync=True)
+    selected = t.Unicode("").tag(sync=True)          # block table shown ("" = first request)
+    dark = t.Bool(False).tag(sync=True)              # the page's theme (the JS sets it)
+    # the one drawing, live: a plotly FigureWidget the JS renders as a child view
+    plot = t.Instance(go.FigureWidget, allow_none=True).tag(sync=True, **widget_serialization)
+
+    def __init__(self, source=None, *, tokenizer=None, **kwargs):
+        self._tokenizer = tokenizer if tokenizer is not None else getattr(source, "tokenizer",
+                                                                         None)
+        self._redraw = None
+        self._sent: dict | None = None      # the figure spec the FigureWidget shows
+        super().__init__(source, **kwargs)
+        self._redraw = _plot.Throttle(self._draw, self.max_rate, self._lock)
+        self._draw()
+        self.observe(lambda ch: self._redraw(), ["selected", "dark"])
+
+    def _draw(self) -> None:
+        """Show ``figure()`` in the FigureWidget (in place, one message)."""
+        new = self._spec()
+        fresh = _plot.sync(self.plot, self._sent, new)
+        self._sent = new
+        if fresh is not None:
+            old, self.plot = self.plot, fresh
+            if old is not None:
+                old.close()
+
+    def close(self):
+        if self._redraw is not None:
+            self._redraw.cancel()
+        if self.plot is not None:
+            self.plot.close()
+        super().close()
+
+    def attach(self, engine, trace=None):
+        if self._tokenizer is None:
+            self._tokenizer = getattr(engine, "tokenizer", None)
+        return super().attach(engine, trace)
 
     def _reset(self):
         self._owners: dict[str, int] = {}
@@ -61,6 +115,7 @@ class KVBlockMap(View):
         meta = self._trace.meta if self._trace is not None else {}
         self.kv_layout = str(meta.get("config", {}).get("kv_layout", "paged"))
         self._cells: list[tuple] = []
+        self._prompt_texts: dict[str, list] = {}
 
     @staticmethod
     def _fold_cache(cached: set, rec) -> None:
@@ -112,6 +167,8 @@ class KVBlockMap(View):
                             "cached": sum(1 for c in cells if c[3] & CACHED),
                             "shared": sum(1 for c in cells if c[3] & SHARED)}
             self.shown = k
+        if self._redraw is not None:
+            self._redraw()
 
     def cells(self) -> list[dict]:
         """Per block: owner (request id or None) and its index (the colour), tokens, ref
@@ -122,13 +179,49 @@ class KVBlockMap(View):
                  **{name: bool(fl & bit) for name, bit in FLAGS.items()}}
                 for b, (o, f, r, fl) in enumerate(self._cells)]
 
-    def figure(self):
-        from inferlab.lab import figures
-        s = self.summary
-        title = (f"{self.title}: {s.get('blocks_used', 0)}/{s.get('blocks_total', 0)} blocks, "
-                 f"{s.get('tokens_used', 0)} tokens in {s.get('slots_allocated', 0)} slots "
-                 f"({self.kv_layout})")
-        return figures.kv_map(self.cells(), title=title, clock=self.clock)
+    def block_table(self, request: str | None = None) -> dict | None:
+        """The shown step's block table of ``request`` (default: ``selected``, else the first
+        request holding blocks): physical blocks in logical order, tokens stored, and each
+        token's text where known (output tokens from the trace; prompt tokens when the view
+        has the tokenizer: ``KVBlockMap(..., tokenizer=...)``, or the engine it attached to)."""
+        if self._trace is None or not self._step_t:
+            return None
+        k = self.shown_step()
+        rec = self._trace.records[k]
+        rid = request or self.selected
+        if rid not in rec.block_tables:
+            live = [r for r in self._owners if r in rec.block_tables]
+            if not live:
+                return None
+            rid = live[0]
+        return {"request": rid, "blocks": list(rec.block_tables[rid]),
+                "tokens": int(rec.stored_tokens.get(rid, 0)), "texts": self._texts(rid, k)}
+
+    def _texts(self, rid: str, k: int) -> list:
+        """Text of each token of ``rid`` (prompt, then output up to step ``k``); None where
+        unknown."""
+        info = self._trace.requests.get(rid, {})
+        n = int(info.get("prompt_len") or 0)
+        prompt = self._prompt_texts.get(rid)
+        if prompt is None:
+            prompt = self._prompt_texts[rid] = _token_texts(self._tokenizer,
+                                                            info.get("prompt_text"), n)
+        out = [e.text for rec in self._trace.records[:k + 1] for e in rec.emitted
+               if e.request_id == rid]
+        return prompt + out
+
+    def figure(self, dark: bool | None = None):
+        """The one drawing of this view (issue 26): what the live widget shows (``plot``),
+        in the page's theme unless ``dark`` says."""
+        return go.Figure(self._spec(dark))
+
+    def _spec(self, dark: bool | None = None) -> dict:
+        from inferlab.lab.drawings.kv_map import spec
+        title = self.title if self.title != self.kind else None
+        with self._lock:
+            return spec(self.cells(), block_size=self.block_size or 1, layout=self.kv_layout,
+                        table=self.block_table(), title=title, clock=self.clock,
+                        dark=self.dark if dark is None else dark)
 
     def __repr__(self):
         s = self.summary

@@ -22,7 +22,7 @@ import ipywidgets as w
 from inferlab.lab.runs import RunsTable, summary
 from inferlab.observe.trace import Trace
 
-from inferlab.widgets._base import STATIC_IMAGES, SavedDisplay
+from inferlab.widgets._base import STATIC_IMAGES, SavedDisplay, png_of
 from inferlab.widgets.kv_map import KVBlockMap
 from inferlab.widgets.timeline import SchedulerTimeline
 from inferlab.widgets.token_stream import TokenStream
@@ -245,8 +245,7 @@ class Lab(SavedDisplay, w.VBox):
         data["text/plain"] = f"Lab(model={self.model!r}, {len(self.runs)} runs)"
         if STATIC_IMAGES and self.timeline.num_steps:
             try:
-                from inferlab.lab.figures import to_image
-                png = to_image(self.timeline.figure(), "png", width=900, height=420)
+                png = png_of(self.timeline.figure())
                 data["image/png"] = base64.b64encode(png).decode("ascii")
             except Exception:  # noqa: BLE001
                 pass

@@ -63,7 +63,7 @@ class SchedulerTimeline(View):
         self._lb.arrivals.update(self._trace.arrivals())
         for rec in records:
             self._lb.add(rec)
-            self._steps.append({"t0": rec.t_start, "t1": rec.t_end,
+            self._steps.append({"step": rec.step, "t0": rec.t_start, "t1": rec.t_end,
                                 "prefill": rec.num_prefill_tokens,
                                 "decode": rec.num_decode_tokens, "running": len(rec.batch),
                                 "budget": rec.token_budget})
@@ -82,11 +82,14 @@ class SchedulerTimeline(View):
     def segments(self):
         return self._lb.all_segments()
 
-    def figure(self):
-        from inferlab.lab import figures
+    def figure(self, dark: bool = False):
+        """The scheduler timeline as a plotly figure (inferlab.lab.drawings.timeline), cut at
+        the scrubber's step; ``dark`` for a dark page."""
+        from inferlab.lab.drawings.timeline import timeline
         upto = self.shown_time() if self.cursor >= 0 else None
-        return figures.timeline(self._lb.all_segments(), self._lb.order, self._steps, self.t0,
-                                title=self.title, clock=self.clock, upto=upto)
+        return timeline(self._lb.all_segments(), self._lb.order, self._steps, self.t0,
+                        title=self.title, clock=self.clock, upto=upto, finish=self._lb.finish,
+                        dark=dark)
 
     def __repr__(self):
         return f"SchedulerTimeline({len(self._lb.order)} requests, " \

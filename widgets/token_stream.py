@@ -64,8 +64,8 @@ class TokenStream(View):
     def rows(self, upto_step: int | None = None) -> list[dict]:
         """Per request: id, arrival, token times and texts (seconds from t0)."""
         k = self.shown_step() if upto_step is None else upto_step
-        rows = [{"request_id": r["id"], "arrival": r["arrival"], "times": [], "texts": []}
-                for r in self._reqs]
+        rows = [{"request_id": r["id"], "arrival": r["arrival"], "times": [], "texts": [],
+                 "prompt": r["prompt"]} for r in self._reqs]
         for i, s, tt, x in zip(self._tr, self._ts, self._tt, self._tx):
             if s <= k:
                 rows[i]["times"].append(tt)
@@ -76,9 +76,11 @@ class TokenStream(View):
         i = self._index[request_id]
         return "".join(x for j, x in zip(self._tr, self._tx) if j == i)
 
-    def figure(self):
-        from inferlab.lab import figures
-        return figures.token_raster(self.rows(), title=self.title, clock=self.clock)
+    def figure(self, dark: bool = False):
+        """The token stream as a plotly figure (inferlab.lab.drawings.token_stream), up to
+        the scrubber's step; ``dark`` for a dark page."""
+        from inferlab.lab.drawings.token_stream import token_raster
+        return token_raster(self.rows(), title=self.title, clock=self.clock, dark=dark)
 
     def __repr__(self):
         return f"TokenStream({len(self._reqs)} requests, {len(self._tr)} tokens, " \

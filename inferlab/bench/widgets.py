@@ -117,7 +117,7 @@ def measure(url, token, nb_name, num_positions, shots=None):
         browser, page = browser_page(p, errors)
         try:
             run_all(page, url, token, nb_name)
-            page.wait_for_selector(".il-kv-map canvas", timeout=120_000)
+            page.wait_for_selector(".il-kv-map .js-plotly-plot", timeout=120_000)
             page.wait_for_selector(".il-timeline canvas", timeout=120_000)
             n = int(page.wait_for_function(
                 "(() => { const e = document.querySelector('.il-timeline .il-scrub-input');"
@@ -142,7 +142,7 @@ def measure(url, token, nb_name, num_positions, shots=None):
                     page.locator(sel).first.screenshot(path=str(pathlib.Path(shots) /
                                                                 f"bench_{name}.png"))
             info = page.evaluate("({ua: navigator.userAgent, dpr: devicePixelRatio, "
-                                 "kvCanvasW: document.querySelector('.il-kv-map canvas').width})")
+                                 "kvPlotW: document.querySelector('.il-kv-map .js-plotly-plot').clientWidth})")
         except Exception:
             if shots is not None:
                 page.screenshot(path=str(pathlib.Path(shots) / "bench_failure.png"),

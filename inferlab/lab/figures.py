@@ -1,8 +1,11 @@
-"""Figures: one plotly house template and the static pictures of every view.
+"""Figures: the plotly house template, round axes, and export (SVG, PNG, PDF via kaleido).
 
     import inferlab.lab.figures as ilf
     fig = view.figure()                  # any widget; already in the "inferlab" template
     ilf.save(fig, "timeline.svg")        # .svg | .png | .pdf, through kaleido
+
+Each view's one drawing lives in ``inferlab.lab.drawings`` (timeline, token stream, KV map,
+batching comparison); the chapters draw their own figures with this template.
 
 The colours live in ``inferlab.lab.palette`` (Okabe-Ito based, safe for the common
 colour-vision deficiencies), shared with the browser views. ``inferlab``
@@ -17,7 +20,6 @@ import warnings
 
 import plotly.graph_objects as go
 import plotly.io as pio
-from plotly.subplots import make_subplots
 
 from inferlab.errors import InvalidInputError
 from inferlab.lab import palette
@@ -112,88 +114,55 @@ def save(fig: go.Figure, path, width: int = 900, height: int = 450, scale: float
     return write_file(path, data, "the figure")
 
 
-# --- the pictures behind the views ------------------------------------------------------
-def timeline(segments, order, steps, t0=0.0, title="Scheduler timeline", clock=None,
-             upto: float | None = None) -> go.Figure:
-    """Per-request lanes (Segment list) over time plus a per-step batch strip.
-    ``steps``: dicts with t0, t1, prefill, decode, budget."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.75, 0.25],
-                        vertical_spacing=0.04)
-    cut = (lambda t: t) if upto is None else (lambda t: min(t, upto))
-    for kind, color in KIND_COLORS.items():
-        ss = [s for s in segments if s.kind == kind and (upto is None or s.t0 <= upto)]
-        if not ss:
-            continue
-        fig.add_trace(go.Bar(
-            orientation="h", name=kind, marker_color=color, y=[s.request_id for s in ss],
-            base=[(s.t0 - t0) * 1e3 for s in ss],
-            x=[max((cut(s.t1) - s.t0) * 1e3, 0.05) for s in ss],
-            customdata=[[s.tokens, s.step0, s.step1] for s in ss],
-            hovertemplate="%{y} " + kind + ": %{base:.1f} ms +%{x:.1f} ms, "
-                          "%{customdata[0]} tokens, steps %{customdata[1]}-%{customdata[2]}"
-                          "<extra></extra>"), row=1, col=1)
-    st = [s for s in steps if upto is None or s["t0"] <= upto]
-    xs = [((s["t0"] + s["t1"]) / 2 - t0) * 1e3 for s in st]
-    for key, color in (("prefill", KIND_COLORS["prefill"]), ("decode", KIND_COLORS["decode"])):
-        fig.add_trace(go.Bar(x=xs, y=[s[key] for s in st], name=f"{key} tokens/step",
-                             marker_color=color, showlegend=False,
-                             width=[max((s["t1"] - s["t0"]) * 1e3, 0.01) for s in st]),
-                      row=2, col=1)
-    fig.update_layout(barmode="stack")
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)),
-                     title_text="request", row=1, col=1)
-    fig.update_yaxes(title_text="tokens", row=2, col=1)
-    fig.update_xaxes(title_text="time (ms)", row=2, col=1)
-    return style(fig, title, clock)
+# --- axes ----------------------------------------------------------------------------------
+def tick_text(value: float, suffix: str = "") -> str:
+    """A round tick's label: thousands separators, plain decimals below one, never
+    scientific notation or SI prefixes (10,000; 0.001; 2.5), then the unit's ``suffix``."""
+    if value >= 1 or value == 0:
+        text = f"{value:,.0f}" if value == int(value) else f"{value:,.2f}".rstrip("0")
+    else:
+        text = f"{value:.12f}".rstrip("0").rstrip(".")
+    return text + suffix
 
 
-def kv_map(cells, columns: int = 32, title="KV cache blocks", clock=None) -> go.Figure:
-    """One square per physical block: colour = owner, opacity = fill; free blocks hollow.
-    ``cells``: dicts with block, owner (None = free), fill, ref, and optionally owner_index
-    (the owner's colour, as in the widget) and reserved (drawn crossed out)."""
-    fig = go.Figure()
-    groups: dict = {}
-    for c in cells:
-        groups.setdefault(c["owner"], []).append(c)
-    n_owned = 0
-    for owner, cs in groups.items():
-        free = owner is None
-        if free:
-            color = palette.KV["free"]
-        else:
-            color = palette.owner(cs[0].get("owner_index", n_owned))
-            n_owned += 1
-        fig.add_trace(go.Scatter(
-            x=[c["block"] % columns for c in cs], y=[c["block"] // columns for c in cs],
-            mode="markers", name="free" if free else str(owner),
-            marker=dict(symbol=["square-open" if free else
-                                ("square-x" if c.get("reserved") else "square") for c in cs],
-                        size=14, color=color, line=dict(width=1, color=color),
-                        opacity=1.0 if free else None),
-            text=[f"block {c['block']} | {owner or 'free'} | {c['fill']} tokens | "
-                  f"ref {c['ref']}" for c in cs], hoverinfo="text"))
-    fig.update_yaxes(autorange="reversed", showgrid=False, showticklabels=False, title=None)
-    fig.update_xaxes(showgrid=False, showticklabels=False, title=None)
-    fig.update_layout(legend=dict(orientation="v", x=1.02, xanchor="left", y=1))
-    return style(fig, title, clock)
+def log_ticks(lo: float, hi: float, suffix: str = "", steps=None) -> tuple[list, list]:
+    """Round ticks for a log axis spanning ``lo``..``hi``: 1-2-5 steps when the span is up
+    to two decades, powers of ten beyond (``steps`` overrides: e.g. (1, 3)); each labelled
+    with ``tick_text``, so no minor label reads as a value."""
+    import math
+    e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = steps or ((1, 2, 5) if math.log10(hi / lo) <= 2.6 else (1,))
+    vals = [round(m * 10.0 ** e, 12) for e in range(e0, e1 + 1) for m in steps]
+    vals = [v for v in vals if lo * 0.9999 <= v <= hi * 1.0001]
+    return vals, [tick_text(v, suffix) for v in vals]
 
 
-def token_raster(rows, title="Token stream", clock=None) -> go.Figure:
-    """rows: dicts with request_id, arrival, times (token times), texts; all in seconds."""
-    fig = go.Figure()
-    for r in rows:
-        if not r["times"]:
-            continue
-        fig.add_trace(go.Scatter(
-            x=[(r["arrival"]) * 1e3, r["times"][0] * 1e3], y=[r["request_id"]] * 2,
-            mode="lines", line=dict(color=KIND_COLORS["queued"], width=6), showlegend=False,
-            hovertemplate=f"TTFT {(r['times'][0] - r['arrival']) * 1e3:.1f} ms<extra></extra>"))
-    fig.add_trace(go.Scatter(
-        x=[t * 1e3 for r in rows for t in r["times"]],
-        y=[r["request_id"] for r in rows for _ in r["times"]],
-        text=[repr(x) for r in rows for x in r["texts"]], mode="markers", name="token",
-        marker=dict(symbol="line-ns-open", size=12, color=KIND_COLORS["decode"]),
-        hovertemplate="%{y} %{text} at %{x:.1f} ms<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", title_text="request")
-    fig.update_xaxes(title_text="time (ms)")
-    return style(fig, title, clock)
+def log_axis(fig: go.Figure, axis: str = "y", values=(), suffix: str = "", title=None,
+             row=None, col=None, pad: float = 0.08, steps=None) -> go.Figure:
+    """Make ``axis`` ("x" or "y") of ``fig`` (one subplot with ``row``/``col``) a log axis
+    covering ``values`` (the positive ones), with ``log_ticks`` and no minor labels; the
+    title says the scale is logarithmic."""
+    import math
+    vs = [float(v) for v in values if v is not None and v > 0]
+    if not vs:
+        return fig
+    lo, hi = math.log10(min(vs)), math.log10(max(vs))
+    span = max(hi - lo, 0.3)
+    lo, hi = lo - pad * span, hi + pad * span
+    tv, tt = log_ticks(10 ** lo, 10 ** hi, suffix, steps)
+    if len(tv) < 2:              # a narrow range: a tick at each end as well
+        tv, tt = log_ticks(10 ** math.floor(lo), 10 ** math.ceil(hi), suffix, steps)
+        lo, hi = math.log10(tv[0]), math.log10(tv[-1])
+    upd = dict(type="log", range=[lo, hi], tickvals=tv, ticktext=tt, minor=dict(ticks="",
+               showgrid=False), automargin=True)
+    if title is not None:
+        upd["title_text"] = title
+    (fig.update_xaxes if axis == "x" else fig.update_yaxes)(row=row, col=col, **upd)
+    return fig
+
+
+# Every axis in the house templates prints plain numbers with thousands separators: 10,849,
+# not 10.8k or 1.08e+04 (set here, after the templates, so the helpers above stay as they are).
+for _name in ("inferlab", "inferlab_dark"):
+    for _axis in (pio.templates[_name].layout.xaxis, pio.templates[_name].layout.yaxis):
+        _axis.update(exponentformat="none", separatethousands=True)

@@ -1,0 +1,1 @@
+"""The one plotly drawing behind each view (issue 26): widget, view.figure() and exports."""
