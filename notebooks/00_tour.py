@@ -134,4 +134,5 @@ lab.controls["block_size"].value = bigger
 lab.controls["num_blocks"].value = 128 * 16 // bigger   # the same KV memory, in bigger blocks
 lab.start().join()                             # run 2: the bigger blocks
 lab.compare(1, 2)
+lab.refresh_display()                          # the Lab's saved picture now shows run 2
 lab.runs.to_csv()                              # or lab.runs.to_frame() with pandas

@@ -7,6 +7,7 @@ in the light and the dark theme. Screenshots go to a temp dir and docs/screensho
 import json
 import os
 import pathlib
+import re
 import shutil
 import tempfile
 import urllib.request
@@ -37,9 +38,9 @@ CELLS = [
     "cmp = BatchingComparison.run(synthetic(8, prompt_len=16, output_len=Uniform(4, 24), seed=0), "
     "('static', dict(scheduler='static')), ('continuous', dict(scheduler='continuous')), "
     "model='tiny', num_blocks=64, block_size=4, max_num_seqs=4); cmp",
-    # arrivals at 10 a second: the run lasts 15 s of wall clock, so Stop lands in the middle
-    # of it however fast the tiny model steps
-    "lab = Lab('tiny', workload_kind='random tokens: synthetic', num_requests=150, rate=10.0); lab",
+    # one request at a time: ~3,000 steps, so Stop lands mid-run however fast a step is
+    "lab = Lab('tiny', workload_kind='random tokens: synthetic', num_requests=200, rate=0.0, "
+    "max_num_seqs=1); lab",
 ]
 
 
@@ -138,12 +139,16 @@ def _drive(page, url, token, tmp_path):
         page.click(".il-lab-run")
         page.wait_for_function("/running/.test(document.querySelector('.il-lab-status')"
                                ".textContent)", timeout=60_000)
-        page.wait_for_function("[...document.querySelectorAll('.il-lab .il-timeline .il-stats')]"
-                               ".some(e => /[1-9][0-9]* steps/.test(e.textContent))",
-                               timeout=60_000)
+        # Stop as soon as the run goes (waiting for the views to draw first could let a fast
+        # run end before the click)
         page.click(".il-lab-stop")
-        page.wait_for_function("/stopped/.test(document.querySelector('.il-lab-status')"
-                               ".textContent)", timeout=60_000)
+        try:
+            page.wait_for_function("/stopped/.test(document.querySelector('.il-lab-status')"
+                                   ".textContent)", timeout=60_000)
+        finally:
+            status = page.inner_text(".il-lab-status")
+            print("Lab status:", status)
+        assert re.search(r"stopped: run 1, \d+/200 requests finished", status), status
         _shot(page, ".il-lab", "lab.png", tmp_path)
         # dark theme, switched live from the Settings menu: the views recolour
         page.click(".lm-MenuBar-itemLabel:text-is('Settings')")

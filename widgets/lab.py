@@ -236,7 +236,6 @@ class Lab(SavedDisplay, w.VBox):
             v.detach()
         if self.trace is not None:
             self.trace.stop()
-        self.refresh_display()            # the saved output (GitHub's picture) shows this run
 
     def _repr_mimebundle_(self, **kwargs):
         data = super()._repr_mimebundle_(**kwargs)
