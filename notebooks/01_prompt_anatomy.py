@@ -54,15 +54,15 @@ print(ch.summary(data))
 # %% [markdown]
 # ## Every token, coloured by where it came from
 #
-# Hover a token to see its segment. `↵` marks a line break.
+# Hover a token to see its segment; click a segment in the legend to hide it. `↵` marks a
+# line break.
 
 # %%
-from IPython.display import HTML
-HTML(ch.html_tokens(data["tokens"]))
+show(ch.tokens_figure(data["tokens"]))
 
 # %%
 fig = ch.figure(data)
-show(fig)   # fig.show() for the interactive version
+show(fig)
 
 # %% [markdown]
 # Left: at turn 3 the message the user typed is a small slice of what the model reads; tool

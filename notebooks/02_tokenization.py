@@ -51,7 +51,7 @@ for lang in ("English", "French", "Hindi", "Chinese"):
 
 # %%
 fig = ch.figure(data)
-show(fig)   # fig.show() for the interactive version
+show(fig)
 
 # %% [markdown]
 # The languages are sorted by tokens. The labels give the cost relative to English. Prefill

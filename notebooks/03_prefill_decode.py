@@ -77,7 +77,7 @@ show(ch.fit_figure(data))
 
 # %%
 fig = ch.figure(data)
-show(fig)   # fig.show() for the interactive version
+show(fig)
 
 # %% [markdown]
 # Left: on the simulated H100 the time to first token rises with the input, while the time

@@ -54,14 +54,18 @@ print(ch.summary(data))
 # %% [markdown]
 # ## The block maps at the peak
 #
-# One square per block, coloured by the request that owns it. In the contiguous map, hatched
-# squares are reserved and empty. Drag the scrubber (in JupyterLab) to move through the run.
+# Each block is drawn as its token slots: filled slots hold a token, hatched slots are
+# reserved but empty (waste), hollow blocks are free. A request's id is written on its first
+# block; beside the map, one request's block table (logical block -> physical block) with its
+# tokens in the slots. Drag the scrubber (in JupyterLab) to move through the run.
 
 # %%
+from inferlab.model.loader import default_tokenizer
 from inferlab.widgets import KVBlockMap
 maps = {}
 for layout in ("contiguous", "paged"):
-    maps[layout] = KVBlockMap(data["traces"][layout], title=f"{layout} KV cache")
+    maps[layout] = KVBlockMap(data["traces"][layout], title=f"{layout} KV cache",
+                              tokenizer=default_tokenizer())
     maps[layout].cursor = data["layouts"][layout]["peak_step"]
 maps["contiguous"]
 
@@ -70,7 +74,7 @@ maps["paged"]
 
 # %%
 fig = ch.figure(data)
-show(fig)   # fig.show() for the interactive version
+show(fig)
 
 # %% [markdown]
 # Left: green is memory holding a real token, red is reserved but empty. The contiguous layout

@@ -60,12 +60,11 @@ show(ch.lengths_figure(data))
 # %% [markdown]
 # Averages hide what a typical user sees. The **median** is the wait of the request in the
 # middle; the **p90** is the wait that 1 in 10 requests exceeds. Each scheduler keeps one
-# colour everywhere in this chapter (table, widget, figure): static in orange, continuous in
-# blue.
+# colour everywhere in the lab (widget, figures): static in orange, continuous in purple.
 
 # %%
-from IPython.display import HTML
-HTML(ch.latency_table_html(data))
+from IPython.display import Markdown
+Markdown(ch.latency_table(data))
 
 # %% [markdown]
 # ## Side by side, on this machine's wall clock
@@ -75,15 +74,14 @@ HTML(ch.latency_table_html(data))
 
 # %%
 from inferlab.widgets import BatchingComparison
-# the widget colours its sides in order (blue, orange, ...): ch.WIDGET_ORDER puts each
-# scheduler where it gets its chapter colour
+# each policy keeps its colour by name (palette.POLICY), as in the chapter figure
 w = data["traces"]["wall"]
 BatchingComparison(*[w[s] for s in ch.WIDGET_ORDER], labels=list(ch.WIDGET_ORDER),
                    title="Static vs continuous (wall clock, SmolLM2)")
 
 # %%
 fig = ch.figure(data)
-show(fig)   # fig.show() for the interactive version
+show(fig)
 
 # %% [markdown]
 # Left: requests in the batch over time. Static batching drops towards one request before the

@@ -48,7 +48,7 @@ print(ch.summary(data))
 
 # %%
 fig = ch.figure(data)
-show(fig)   # fig.show() for the interactive version
+show(fig)
 
 # %% [markdown]
 # Each dot is one gap between two tokens of a streaming answer. The dotted lines mark when a

@@ -50,7 +50,7 @@ print(ch.summary(data))
 
 # %%
 fig = ch.figure(data)
-show(fig)   # fig.show() for the interactive version
+show(fig)
 
 # %% [markdown]
 # Left: without the cache, the tokens computed per round grow with the conversation (they

@@ -64,7 +64,7 @@ for v in data["verdicts"]:
 
 # %%
 fig = ch.figure(data)
-show(fig)   # fig.show() for the interactive version
+show(fig)
 
 # %% [markdown]
 # Each line counts the answer tokens a reader can see over time (simulated H100). The shaded

@@ -42,7 +42,7 @@ print("GPU:", data["gpu"]["note"])
 
 # %%
 fig = ch.figure(data)
-show(fig)   # fig.show() for the interactive version
+show(fig)
 
 # %% [markdown]
 # The CUDA kernels are tested in numba's CUDA simulator; GPU timings appear here only once

@@ -42,7 +42,7 @@ print(ch.summary(data))
 
 # %%
 fig = ch.figure(data)
-show(fig)   # fig.show() for the interactive version
+show(fig)
 
 # %% [markdown]
 # Left: per-GPU memory; at tp=1 the 70B model's weights alone exceed one H100. Middle: one

@@ -64,10 +64,18 @@ print(report.text_table(results))
 # %% [markdown]
 # ## One figure per claim
 #
-# The numbers behind each verdict; the bar colour is the verdict (green: holds, orange: holds,
-# smaller here, vermillion: does not hold here, grey: not measurable here; sky blue: a
-# projection, light grey: an illustration, neither judged). Each chapter's
-# notebook shows the full measurement.
+# First the tally, which is also the key: each standing's colour, as every claim's figure
+# uses it. Then the numbers behind each verdict: measured values are bars in the verdict's
+# colour (named in the legend and marked before the title), or in a policy's colour where
+# static, continuous and chunked batching are compared; a published value is a black
+# diamond, a published range a black bar with caps, never a bar beside the measurements;
+# a dashed line is a reference (an ideal, a machine's ceiling); parts that add up to a whole
+# are stacked, the whole in black. Ratios spanning decades are drawn on a log axis. Each
+# chapter's notebook shows the full measurement.
+
+# %%
+fig = report.summary_figure(results)
+show(fig, width=fig.layout.width, height=fig.layout.height)
 
 # %%
 for claim, data, verdict in results:

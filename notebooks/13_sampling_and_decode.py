@@ -60,12 +60,12 @@ print(ch.summary(data))
 # ran in one batch: a seeded request draws the same tokens whatever shares its batch.
 
 # %%
-from IPython.display import HTML
-HTML(ch.answers_html(data))
+from IPython.display import Markdown
+Markdown(ch.answers_table(data))
 
 # %%
 fig = ch.figure(data)
-show(fig, height=760)   # fig.show() for the interactive version
+show(fig, height=760)
 
 # %% [markdown]
 # Top left: the model's likeliest first tokens. At temperature 0.5 the top token takes most of

@@ -81,12 +81,11 @@ def test_ch04_same_memory_same_outputs_more_requests(ch04):
 
 
 # --- chapter 5: median and p90, one colour per policy -----------------------------------------
-def test_ch05_colours_agree_with_the_widget_order():
+def test_ch05_colours_are_the_policies_by_name():
     from inferlab.lab.chapters import ch05_batching as ch
-    assert ch.COLORS == {"static": palette.ORANGE, "continuous": palette.BLUE}
-    # the comparison widget colours its sides palette.owner(0), owner(1), ...
-    assert [palette.owner(i) for i in range(len(ch.WIDGET_ORDER))] == \
-        [ch.COLORS[s] for s in ch.WIDGET_ORDER]
+    assert ch.COLORS == {"static": palette.POLICY["static"],
+                         "continuous": palette.POLICY["continuous"]}
+    assert set(ch.WIDGET_ORDER) == set(ch.SCHEDULERS)
 
 
 def test_ch05_reports_median_and_p90(claims_smoke):
@@ -98,8 +97,9 @@ def test_ch05_reports_median_and_p90(claims_smoke):
             assert sim[s][k] > 0, (s, k)
         assert sim[s]["e2e_median"] <= sim[s]["e2e_p90"]  # simulated clock
     assert sim["continuous"]["e2e_p90"] < sim["static"]["e2e_p90"]  # simulated clock
-    html = ch.latency_table_html(d)
-    assert palette.ORANGE in html and palette.BLUE in html and "p90" in html
+    table = ch.latency_table(d).splitlines()
+    assert table[0].startswith("| scheduler | throughput |") and "p90" in table[0]
+    assert [row.split(" | ")[0] for row in table[2:4]] == ["| **static**", "| **continuous**"]
 
 
 # --- chapter 8: three real runs ----------------------------------------------------------------

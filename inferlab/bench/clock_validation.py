@@ -204,7 +204,7 @@ def figure(res: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from inferlab.lab import figures
+    from inferlab.lab import figures, palette
     with_parts = bool(res["rows"]) and "parts" in res["rows"][0]
     fig = make_subplots(rows=2 if with_parts else 1, cols=2, vertical_spacing=0.14,
                         subplot_titles=("decode step", "prefill step")
@@ -220,20 +220,28 @@ def figure(res: dict):
         y = [r["measured"]["median"] * 1e3 for r in rows]
         fig.add_trace(go.Scatter(
             x=x, y=y, mode="markers", name="measured step (median, range)",
-            showlegend=col == 1, marker=dict(color=figures.PALETTE[0], size=9),
+            showlegend=col == 1, marker=dict(color=palette.INK, size=9),
             error_y=dict(type="data", symmetric=False,
                          array=[r["measured"]["hi"] * 1e3 - v for r, v in zip(rows, y)],
                          arrayminus=[v - r["measured"]["lo"] * 1e3 for r, v in zip(rows, y)])),
             1, col)
         fig.add_trace(go.Scatter(x=x, y=[r["predicted"]["median"] * 1e3 for r in rows],
                                  mode="lines+markers", name="predicted step (this-cpu roofline)",
-                                 showlegend=col == 1, line=dict(color=figures.PALETTE[1])), 1, col)
+                                 showlegend=col == 1, marker=dict(size=6),
+                                 line=dict(color=palette.INK, dash="dot")), 1, col)
+        # log axes with round ticks: the sizes measured (powers of two) and 1-2-5 ms
+        ys = y + [r["predicted"]["median"] * 1e3 for r in rows]
         for row in ((1, 2) if with_parts else (1,)):
             fig.update_xaxes(type="log", title_text=xlab if row == (2 if with_parts else 1)
-                             else None, row=row, col=col)
-            fig.update_yaxes(type="log", title_text="ms" if col == 1 else None, row=row, col=col)
+                             else None, tickvals=x, ticktext=[f"{v:,}" for v in x],
+                             minor=dict(ticks="", showgrid=False), row=row, col=col)
+        figures.log_axis(fig, "y", ys, title="ms (log scale)" if col == 1 else None,
+                         row=1, col=col)
         if not with_parts:
             continue
+        figures.log_axis(fig, "y", [v * 1e3 for r in rows for side in ("measured", "model")
+                                    for v in r["parts"][side].values()],
+                         title="ms (log scale)" if col == 1 else None, row=2, col=col)
         for part, color in part_color.items():
             fig.add_trace(go.Scatter(
                 x=x, y=[v * 1e3 if (v := r["parts"]["measured"][part]) > 0 else None

@@ -41,7 +41,11 @@ class Verdict:
     """``verdict`` is one of VERDICTS; ``reason`` carries the numbers behind it.
     ``measured``: the headline number, short (for tables). ``points``: (label, value) pairs
     that the report card draws, in ``unit``, on ``clock`` (what the points were measured
-    with). ``warning``: the busy-machine warning of a wall-clock measurement it rests on."""
+    with). ``warning``: the busy-machine warning of a wall-clock measurement it rests on.
+    A point may carry a role, ``(label, value, role)``: a published value (``(lo, hi)`` for a
+    published range), a reference line, a policy, a stack's total (``report.figure`` draws
+    each). ``chart``: "bars", or "stack" for parts that add up to a whole; ``axis``: "linear",
+    or "log" for values spanning decades (ratios such as 1.3x beside 8x)."""
     verdict: str
     reason: str
     measured: str = ""
@@ -49,8 +53,13 @@ class Verdict:
     unit: str = ""
     clock: str = ""
     warning: str | None = None
+    chart: str = "bars"
+    axis: str = "linear"
 
     def __post_init__(self):
+        if self.chart not in ("bars", "stack") or self.axis not in ("linear", "log"):
+            raise ValueError(f"chart must be bars or stack and axis linear or log, got "
+                             f"{self.chart!r}, {self.axis!r}")
         if self.verdict not in STANDINGS:
             raise ValueError(f"verdict must be one of {STANDINGS}, got {self.verdict!r}")
         if not _NUMBER.search(self.reason):

@@ -269,17 +269,21 @@ def add_cost_panels(fig, data: dict) -> None:
     n = [r["max_tokens"] for r in dec]
     fig.add_trace(go.Scatter(x=n, y=[r["e2e"] * 1e3 for r in dec], mode="lines+markers",
                              name="time to the whole answer (simulated)",
-                             line_color=palette.BLUE), 1, 2)
-    fig.update_xaxes(title_text="answer tokens (max_tokens) and engine steps", type="log",
-                     tickvals=n, ticktext=[f"{r['max_tokens']}<br>{r['steps']} steps"
-                                           for r in dec], row=1, col=2)
-    fig.update_yaxes(title_text="ms", type="log", row=1, col=2)
+                             line_color=palette.PHASE["decode"]), 1, 2)
+    fig.update_xaxes(title_text="answer tokens (max_tokens) and engine steps (log scale)",
+                     type="log", tickvals=n, ticktext=[f"{r['max_tokens']}<br>{r['steps']} steps"
+                                                       for r in dec],
+                     minor=dict(ticks="", showgrid=False), row=1, col=2)
+    from .. import figures as ilf       # round ticks, no minor labels
+    ilf.log_axis(fig, "y", [r["e2e"] * 1e3 for r in dec], title="ms (log scale)", row=1, col=2)
     fig.add_trace(go.Bar(x=["with KV cache", "without"],
                          y=[kv["with"]["tokens"], kv["without"]["tokens"]], showlegend=False,
                          marker_color=[palette.BLUISH_GREEN, palette.VERMILLION],
                          text=[f"{kv['with']['tokens']:,}", f"{kv['without']['tokens']:,}"]), 2, 1)
-    fig.update_yaxes(title_text=f"tokens ({kv['answer']}-token answer)", row=2, col=1)
-    colors = {NETWORK_PROMPTS[0]: palette.SKY_BLUE, NETWORK_PROMPTS[-1]: palette.REDDISH_PURPLE}
+    fig.update_yaxes(title_text=f"tokens ({kv['answer']}-token answer)", tickformat=",~r",
+                     row=2, col=1)                       # 60,000, not 60k
+    # prompt sizes, not policies: neutral inks (sky blue and purple are chunked, continuous)
+    colors = {NETWORK_PROMPTS[0]: palette.MUTED, NETWORK_PROMPTS[-1]: palette.INK}
     for p in NETWORK_PROMPTS:
         for new_conn in (False, True):
             rows = [r for r in net if r["prompt"] == p and r["new_connection"] == new_conn]

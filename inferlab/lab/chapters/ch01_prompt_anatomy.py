@@ -7,7 +7,6 @@ sends turns 1..k-1 again; only a prefix cache on the server spares recomputing t
 """
 from __future__ import annotations
 
-import html
 import json
 
 from .. import palette, protocol
@@ -113,16 +112,12 @@ def anatomy(tok, turn: int = 3) -> list[tuple[str, str]]:
     return out
 
 
-def html_tokens(tokens) -> str:
-    """The tokens as coloured chips (one per token) for a notebook's HTML output."""
-    chips = "".join(
-        f"<span title='{html.escape(seg)}' style='background:{COLORS[seg]}33;"
-        f"border-bottom:2px solid {COLORS[seg]};margin:0 1px;white-space:pre-wrap'>"
-        f"{html.escape(t).replace(chr(10), '↵<br>')}</span>" for t, seg in tokens)
-    legend = " ".join(f"<span style='border-bottom:3px solid {c};padding:0 4px'>{s}</span>"
-                      for s, c in COLORS.items())
-    return (f"<div style='font-family:monospace;font-size:12px;line-height:1.9'>"
-            f"<div style='margin-bottom:6px'>{legend}</div>{chips}</div>")
+def tokens_figure(tokens):
+    """Every token the model reads, as a chip in its segment's colour, laid out as the text."""
+    from . import _ch01_tokens
+    typed = sum(1 for _, seg in tokens if seg == "new message")
+    return _ch01_tokens.figure(tokens, COLORS, f"What the model reads: {len(tokens)} tokens, "
+                                               f"{typed} of them typed by the user")
 
 
 def replay_turns(eng, turns: int) -> list[dict]:
@@ -269,7 +264,8 @@ def judge_assembly(d: dict) -> Verdict:
                    f"definitions {c['tool definitions']}, memory {c['memory']}, earlier turns "
                    f"{c['history']}, chat-template markup {c['template']} (token counts, "
                    "SmolLM2's tokenizer)", measured=f"{typed} of {total} tokens typed",
-                   points=tuple((k, c[k]) for k in c), unit="tokens at turn 3", clock=COUNTS)
+                   points=(*((k, c[k]) for k in c), ("prompt at turn 3", total, "total")),
+                   unit="tokens at turn 3", clock=COUNTS, chart="stack")
 
 
 def judge_stateless(d: dict) -> Verdict:

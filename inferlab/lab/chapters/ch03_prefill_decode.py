@@ -122,9 +122,11 @@ def figure(data: dict, clock: str = "sim"):
         "time per request phase (ms)", f"roofline: {rf['gpu']}, {rf['model']} (bf16)"))
     x = [r["input_tokens"] for r in rows]
     fig.add_trace(go.Scatter(x=x, y=[r["ttft"] * 1e3 for r in rows], mode="lines+markers",
-                             name="time to first token (prefill)", line_color=palette.BLUE), 1, 1)
+                             name="time to first token (prefill)",
+                             line_color=palette.PHASE["prefill"]), 1, 1)
     fig.add_trace(go.Scatter(x=x, y=[r["tpot"] * 1e3 for r in rows], mode="lines+markers",
-                             name="time per output token (decode)", line_color=palette.BLUISH_GREEN), 1, 1)
+                             name="time per output token (decode)",
+                             line_color=palette.PHASE["decode"]), 1, 1)
     xs = np.logspace(-0.5, 4.5, 60)
     fig.add_trace(go.Scatter(x=xs, y=np.minimum(rf["peak"], rf["bandwidth"] * xs) / 1e12,
                              mode="lines", name="attainable (roofline)",
@@ -134,11 +136,16 @@ def figure(data: dict, clock: str = "sim"):
         fig.add_trace(go.Scatter(
             x=[p["intensity"]], y=[p["flops"] / 1e12], mode="markers+text", text=[p["label"]],
             textposition="bottom right" if decode else "top left", showlegend=False,
-            marker=dict(size=9, color=palette.BLUISH_GREEN if decode else palette.BLUE)), 1, 2)
-    fig.update_xaxes(title_text="input tokens", row=1, col=1)
+            marker=dict(size=9, color=palette.PHASE["decode" if decode else "prefill"])), 1, 2)
+    fig.update_xaxes(title_text="input tokens", tickformat=",~r", row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
-    fig.update_xaxes(type="log", title_text="FLOPs per byte moved", row=1, col=2)
-    fig.update_yaxes(type="log", title_text="TFLOP/s", row=1, col=2)
+    # log-log, with round ticks (powers of ten) and no minor labels
+    from .. import figures as ilf
+    roof = np.minimum(rf["peak"], rf["bandwidth"] * xs) / 1e12
+    ilf.log_axis(fig, "x", [xs[0], xs[-1]], title="FLOPs per byte moved (log scale)",
+                 row=1, col=2, pad=0)
+    ilf.log_axis(fig, "y", [*roof, *(p["flops"] / 1e12 for p in rf["points"])],
+                 title="TFLOP/s (log scale)", row=1, col=2)
     label = data["clock_sim"] if clock == "sim" else f"wall, this machine ({data['model_wall']})"
     return _kit.style(fig, TITLE, label)
 
@@ -207,8 +214,9 @@ def judge_prefill_decode(d: dict) -> Verdict:
                    f"layers) + {ms(f['slope'])} per prompt token, so a short prompt costs "
                    "about one step")
     return Verdict(v, reason, measured=f"TTFT {x(grow)}, per token {x(flat)}",
-                   points=(("input length", n), ("TTFT", grow), ("time per output token", flat)),
-                   unit="growth, longest vs shortest input (x)",
+                   points=(("TTFT", grow), ("time per output token", flat),
+                           ("input length", n, "reference")),
+                   unit="growth, longest vs shortest input (x)", axis="log",
                    clock=d["wall"]["label"], warning=wall_warning(d))
 
 

@@ -20,11 +20,10 @@ CLAIM = ("Continuous (iteration-level) batching raises throughput over naive sta
          "(8x in a published benchmark, 23x with vLLM's paged KV memory as well), and cuts "
          "waiting time.")
 SCHEDULERS = ("static", "continuous")
-# One colour per policy, everywhere: this chapter's figure and text, and the comparison widget,
-# which colours its sides by position (palette.owner(0), owner(1), ...): WIDGET_ORDER lists
-# the schedulers in the order that gives each its colour there too.
-COLORS = {"static": palette.ORANGE, "continuous": palette.BLUE}
-WIDGET_ORDER = tuple(sorted(SCHEDULERS, key=lambda s: palette.OWNER.index(COLORS[s])))
+# One colour per policy, by name, everywhere (palette.POLICY): this chapter's figure and text,
+# the report card and the comparison widget. WIDGET_ORDER: the order the widget shows them.
+COLORS = {s: palette.POLICY[s] for s in SCHEDULERS}
+WIDGET_ORDER = SCHEDULERS
 LATENCY_KEYS = ("ttft_median", "ttft_p90", "e2e_median", "e2e_p90")
 
 
@@ -165,56 +164,26 @@ def summary(data: dict) -> str:
     return "\n".join(parts)
 
 
-def latency_table_html(data: dict, clock: str = "sim") -> str:
-    """Median and p90 latencies as an HTML table, each scheduler in its colour."""
-    import html
+def latency_table(data: dict, clock: str = "sim") -> str:
+    """Throughput and the median and p90 latencies per scheduler, as a Markdown table."""
+    from ._display import md_table
     r = data["runs"][clock]
-    head = "".join(f"<th style='padding:2px 10px'>{k.replace('_', ' ')}</th>"
-                   for k in ("throughput",) + LATENCY_KEYS)
-    body = ""
-    for s in SCHEDULERS:
-        row = r[s]
-        cells = f"<td style='padding:2px 10px'>{row['throughput']:.0f} tok/s</td>" + "".join(
-            f"<td style='padding:2px 10px'>{row[k] * 1e3:.0f} ms</td>" for k in LATENCY_KEYS)
-        body += (f"<tr><td style='padding:2px 10px;border-left:6px solid {COLORS[s]};"
-                 f"color:{COLORS[s]};font-weight:bold'>{html.escape(s)}</td>{cells}</tr>")
     label = data["clock_sim"] if clock == "sim" else r["label"]
-    return (f"<table style='font-family:monospace;font-size:12px'><tr><th></th>{head}</tr>"
-            f"{body}</table><div style='font-size:11px'>clock: {html.escape(label)}</div>")
+    header = ["scheduler", "throughput"] + [k.replace("_", " ") for k in LATENCY_KEYS]
+    rows = [[f"**{s}**", f"{r[s]['throughput']:,.0f} tok/s"]
+            + [f"{r[s][k] * 1e3:,.0f} ms" for k in LATENCY_KEYS] for s in SCHEDULERS]
+    return md_table(header, rows) + f"\n\nclock: {label}"
 
 
-def figure(data: dict, clock: str = "sim"):
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    from inferlab.observe.trace import Trace
-    runs, traces = data["runs"][clock], data["traces"][clock]
-    fig = make_subplots(rows=1, cols=3, column_widths=[0.5, 0.2, 0.3],
-                        horizontal_spacing=0.08, subplot_titles=(
-                            f"requests in the batch (at most {data['max_num_seqs']})",
-                            "output tokens/s", "latency: median and p90 (ms)"))
-    for s in SCHEDULERS:
-        tr: Trace = traces[s]
-        color = COLORS[s]
-        t0 = tr.t0
-        fig.add_trace(go.Scatter(x=[(r.t_end - t0) * 1e3 for r in tr.records],
-                                 y=[len(r.batch) for r in tr.records], mode="lines",
-                                 line_shape="hv", name=s, line_color=color,
-                                 legendgroup=s), 1, 1)
-        fig.add_trace(go.Bar(x=[s], y=[runs[s]["throughput"]], marker_color=color,
-                             showlegend=False, text=[f"{runs[s]['throughput']:.0f}"]), 1, 2)
-        fig.add_trace(go.Bar(x=[k.replace("_", " ") for k in LATENCY_KEYS],
-                             y=[runs[s][k] * 1e3 for k in LATENCY_KEYS], marker_color=color,
-                             name=s, showlegend=False, legendgroup=s,
-                             text=[f"{runs[s][k] * 1e3:.0f}" for k in LATENCY_KEYS]), 1, 3)
-    fig.add_annotation(text=f"{runs['ratio']:.2f}x", x="continuous",
-                       y=runs["continuous"]["throughput"], yshift=30, showarrow=False,
-                       xref="x2", yref="y2", font=dict(size=14))
-    fig.update_layout(barmode="group")
-    fig.update_xaxes(title_text="time (ms)", row=1, col=1)
-    fig.update_yaxes(title_text="running requests", row=1, col=1)
+def figure(data: dict, clock: str = "sim", dark: bool = False):
+    """Seats x time under each scheduler (idle seats hatched, an end mark per answer), the
+    throughput and step ratios, and every request's latencies: the comparison widget's
+    drawing (inferlab.lab.drawings.comparison) of this chapter's runs."""
+    from inferlab.lab.drawings.comparison import figure as comparison
+    traces = data["traces"][clock]
     label = data["clock_sim"] if clock == "sim" else "wall, this machine (SmolLM2)"
-    return _kit.style(fig, TITLE, label)
+    return comparison([(s, traces[s]) for s in SCHEDULERS], title=TITLE, clock=label,
+                      seats=data["max_num_seqs"], dark=dark)
 
 
 # --- the chapter's claims: how each is measured and judged --------------------------------------
@@ -253,9 +222,10 @@ def judge_throughput(d: dict) -> Verdict:
               f"alone gains at most the ratio of each static batch's longest answer to the "
               f"mean answer: {x(ideal)} here, where 8x would need it at 8; projection "
               f"{clock_note(d['clock_sim'])}: {x(d['runs']['sim']['ratio'])}")
-    points = [("published (scheduling alone)", 8.0), ("ideal, this workload", ideal),
-              ("wall, this CPU", r), ("projection, simulated H100", d["runs"]["sim"]["ratio"])]
-    return Verdict(v, reason, measured=x(r), points=tuple(points),
+    points = [("published (scheduling alone)", 8.0, "published"), ("wall clock, this CPU", r),
+              ("projection, simulated H100", d["runs"]["sim"]["ratio"]),
+              ("ideal, this workload", ideal, "reference")]
+    return Verdict(v, reason, measured=x(r), points=tuple(points), axis="log",
                    unit="throughput, continuous / static (x)", clock=w["label"],
                    warning=wall_warning(d))
 
@@ -279,10 +249,10 @@ def judge_response_time(d: dict) -> Verdict:
                    f"{ms(sim['continuous']['e2e_median'], 0)} vs "
                    f"{ms(sim['static']['e2e_median'], 0)}",
                    measured=f"{x(r)} lower median E2E", unit="E2E latency (ms)",
-                   points=(("static, median", s["e2e_median"] * 1e3),
-                           ("continuous, median", c["e2e_median"] * 1e3),
-                           ("static, p90", s["e2e_p90"] * 1e3),
-                           ("continuous, p90", c["e2e_p90"] * 1e3)), clock=w["label"],
+                   points=(("median", s["e2e_median"] * 1e3, "static"),
+                           ("median", c["e2e_median"] * 1e3, "continuous"),
+                           ("p90", s["e2e_p90"] * 1e3, "static"),
+                           ("p90", c["e2e_p90"] * 1e3, "continuous")), clock=w["label"],
                    warning=wall_warning(d))
 
 

@@ -96,25 +96,27 @@ def figure(data: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from .. import figures as ilf
     from . import _kit
     runs = data["runs"]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.65, 0.35], horizontal_spacing=0.1,
                         subplot_titles=("inter-token latency of the streams, over time",
                                         "percentiles"))
-    colors = {"unchunked": ilf.PALETTE[5], "chunked": ilf.PALETTE[0]}
+    # the policies by name (palette.POLICY): unchunked is continuous batching without chunks
+    colors = {"unchunked": palette.POLICY["continuous"], "chunked": palette.POLICY["chunked"]}
+    names = {"unchunked": "continuous, unchunked", "chunked": "chunked prefill"}
     for name, r in runs.items():
         fig.add_trace(go.Scatter(x=[t * 1e3 for t in r["itl_t"]], y=[v * 1e3 for v in r["itl_v"]],
-                                 mode="markers", name=name, marker=dict(size=5,
+                                 mode="markers", name=names[name], marker=dict(size=5,
                                  color=colors[name]), legendgroup=name), row=1, col=1)
         fig.add_trace(go.Bar(x=["p50", "p99", "max"],
-                             y=[r["p50"] * 1e3, r["p99"] * 1e3, r["max"] * 1e3], name=name,
+                             y=[r["p50"] * 1e3, r["p99"] * 1e3, r["max"] * 1e3],
+                             name=names[name],
                              marker_color=colors[name], legendgroup=name, showlegend=False),
                       row=1, col=2)
     for a in runs["chunked"]["arrivals"]:
         fig.add_vline(x=a * 1e3, line=dict(dash="dot", color=palette.MUTED), row=1, col=1)
     fig.update_xaxes(title_text="time (ms); dotted: a long prompt arrives", row=1, col=1)
-    fig.update_yaxes(title_text="ITL (ms)", row=1, col=1)
+    fig.update_yaxes(title_text="ITL (ms)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="ITL (ms)", row=1, col=2)
     fig.update_layout(barmode="group")
     s = data["sizes"]
@@ -150,7 +152,8 @@ def judge_chunked(d: dict) -> Verdict:
                    f"long prompts' mean TTFT {ms(mean(u['long_ttft']))} vs "
                    f"{ms(mean(c['long_ttft']))} {clock_note(d['clock'])}",
                    measured=f"{x(r)} lower p99",
-                   points=(("unchunked", u["p99"] * 1e3), ("chunked", c["p99"] * 1e3)),
+                   points=(("unchunked", u["p99"] * 1e3, "continuous"),
+                           ("chunked", c["p99"] * 1e3, "chunked")),
                    unit="p99 inter-token latency (ms)", clock=d["clock"])
 
 

@@ -269,8 +269,10 @@ def judge_input_check(d: dict) -> Verdict:
                    f"interleaved repeats); the classifier {flag_counts(d['verdicts'])} "
                    f"(a 135M model is a weak judge; the cost is the claim); {_sim08(d, 'input')}",
                    measured=f"+{ms(t_in, 0)} TTFT",
-                   points=(("input check", t_in * 1e3), ("answer's own TTFT", t_ans * 1e3)),
-                   unit="ms before the first token", clock=w["label"], warning=wall_warning(d))
+                   points=(("input check", t_in * 1e3), ("answer's own TTFT", t_ans * 1e3),
+                           ("time to first token", (t_in + t_ans) * 1e3, "total")),
+                   unit="ms before the first token", clock=w["label"], warning=wall_warning(d),
+                   chart="stack")
 
 
 def judge_output_check(d: dict) -> Verdict:

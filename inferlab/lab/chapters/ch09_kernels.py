@@ -210,7 +210,7 @@ def bound_figure(data: dict):
                          name=f"SmolLM2 shape (9 q / 3 kv heads, {data['intensity']:.1f} FLOP/B)",
                          marker_color=palette.BLUE,
                          text=[f"{r['share_of_bandwidth']:.0%}" for r in rows]))
-    fig.add_trace(go.Bar(x=[f"1 x {r['context']} MHA" for r in m["probes"]],
+    fig.add_trace(go.Bar(x=[f"1 x {r['context']}" for r in m["probes"]],
                          y=[r["gbs"] for r in m["probes"]],
                          name=f"one q head per kv head ({m['probes'][0]['intensity']:.1f} FLOP/B)",
                          marker_color=palette.BLUISH_GREEN,
@@ -219,10 +219,17 @@ def bound_figure(data: dict):
                   annotation_text=f"measured memory bandwidth {m['read_gbs']:.0f} GB/s "
                                   f"(ridge {m['ridge']:.1f} FLOP/B)",
                   annotation_position="top left")
-    fig.update_yaxes(title_text="K/V read by the numba kernel (GB/s)", rangemode="tozero")
-    fig.update_xaxes(title_text="batch x context tokens")
-    return _kit.style(fig, "Is decode attention memory-bound here? K/V bandwidth reached, "
-                      "% of the measured memory bandwidth", data["clock"])
+    fig.update_yaxes(title_text="K/V read by the numba kernel (GB/s)", rangemode="tozero",
+                     range=[0, max([m["read_gbs"], *(r["numba_gbs"] for r in rows),
+                                    *(r["gbs"] for r in m["probes"])]) * 1.12])
+    fig.update_xaxes(title_text="batch x context tokens", tickangle=0, automargin=True)
+    fig.update_traces(textfont=dict(size=12), selector=dict(type="bar"))
+    _kit.style(fig, "Is decode attention memory-bound here? K/V bandwidth reached, "
+               "% of the measured memory bandwidth", data["clock"])
+    # the legend above the plot: nothing below it to collide with
+    fig.update_layout(legend=dict(y=1.0, yanchor="bottom", x=0, xanchor="left"),
+                      margin=dict(b=70))
+    return fig
 
 
 def figure(data: dict):
@@ -241,7 +248,10 @@ def figure(data: dict):
     fig.add_trace(go.Scatter(x=x, y=[r["gpu_roof_ms"] for r in rows], mode="markers",
                              marker=dict(symbol="line-ew-open", size=18, color=palette.MUTED),
                              name=f"{data['roof_gpu']} bandwidth roof (estimate, not measured)"))
-    fig.update_yaxes(type="log", title_text="ms per decode step (log)")
+    # round ticks in ms (0.001 ms, not "1µ"): powers of ten, no minor labels
+    ilf.log_axis(fig, "y", [v for r in rows for v in (r["ref_ms"], r["numba_ms"],
+                                                      r["gpu_roof_ms"])],
+                 title="ms per decode step (log scale)")
     fig.update_xaxes(title_text="batch x context tokens (SmolLM2-135M attention, fp32)")
     gpu = data["gpu"]
     note = ("GPU kernel numbers recorded: see BENCHMARKS.md" if gpu["recorded"] else
@@ -308,7 +318,7 @@ def judge_memory_bound(d: dict) -> Verdict:
     if not shares or (warning and 0.5 * MEMORY_BOUND_SHARE < share < 1.5 * MEMORY_BOUND_SHARE):
         v = UNMEASURABLE            # nothing read from memory, or a busy machine's noise
     return Verdict(v, bound_text(d), measured=f"at most {share:.0%} of memory bandwidth",
-                   points=(("memory bandwidth", m["read_gbs"]),
+                   points=(("memory bandwidth", m["read_gbs"], "reference"),
                            *((r["label"], r["gbs"]) for r in from_memory(d))),
                    unit="K/V read from memory, GB/s", clock=d["clock"], warning=warning)
 

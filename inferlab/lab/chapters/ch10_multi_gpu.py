@@ -132,8 +132,9 @@ def judge_tensor_parallel(d: dict) -> Verdict:
         v = HOLDS if 1 < gain < many["tp"] else FAILS
         reason = f"measured {text}"
     return Verdict(v, reason, measured=f"{x(gain)} on {many['tp']} GPUs (simulated)",
-                   points=(("GPUs", many["tp"]), ("decode speedup (simulated)", gain)),
-                   unit=f"{m}, tp={many['tp']} vs tp=1", clock=d["clock"])
+                   points=(("decode, simulated", gain),
+                           (f"linear, {many['tp']} GPUs", many["tp"], "reference")),
+                   unit=f"decode speedup, {m}, tp={many['tp']} vs tp=1 (x)", clock=d["clock"])
 
 
 CLAIMS = (

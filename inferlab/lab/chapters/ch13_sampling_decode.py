@@ -179,15 +179,14 @@ def summary(data: dict) -> str:
     return "\n".join(lines + costs_summary(data) + net)
 
 
-def answers_html(data: dict) -> str:
-    import html
+def answers_table(data: dict) -> str:
+    """The answers (seeded, the first seed again, greedy twice) as a Markdown table."""
+    from ._display import md_table
     a = data["answers"]
     rows = [(f"seed {i}", t) for i, t in enumerate(a["seeded"])]
     rows += [("seed 0 again", a["seed0_again"]), ("greedy", a["greedy"][0]),
              ("greedy again", a["greedy"][1])]
-    body = "".join(f"<tr><td style='padding:2px 8px;white-space:nowrap'>{html.escape(k)}</td>"
-                   f"<td style='padding:2px 8px'>{html.escape(t)}</td></tr>" for k, t in rows)
-    return f"<table style='font-size:12px'>{body}</table>"
+    return md_table(["run", "answer"], [[k, t] for k, t in rows])
 
 
 def figure(data: dict):
@@ -239,7 +238,7 @@ def judge_sampling(d: dict) -> Verdict:
                    f"{pct(dr['top_drawn'])} of the time (their p: {pct(dr['top_p'])}) (counts)",
                    measured=f"{a['distinct']} of {a['seeds']} answers differ",
                    points=tuple((f"T={t}", nuc[t]) for t in temps),
-                   unit=f"tokens kept by top-p {dist['top_p']}", clock=COUNTS)
+                   unit=f"tokens kept by top-p {dist['top_p']}", clock=COUNTS, axis="log")
 
 
 def _network_projection(d: dict) -> str:
