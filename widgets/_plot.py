@@ -26,9 +26,9 @@ def _shape(spec: dict) -> list:
 
 
 def sync(fw: go.FigureWidget | None, last: dict | None, new: dict) -> go.FigureWidget | None:
-    """Make ``fw`` (which shows the figure spec ``last``) show the spec ``new`` in place, in
-    one batch_update with only what changed; returns a new FigureWidget instead when ``fw``
-    cannot take it (None, or other traces), else None."""
+    """Make ``fw`` (which shows the figure spec ``last``) show the spec ``new`` in place,
+    sending only what changed (one restyle per changed trace, one relayout); returns a new
+    FigureWidget instead when ``fw`` cannot take it (None, or other traces), else None."""
     if fw is None or last is None or _shape(last) != _shape(new):
         return go.FigureWidget(new)
     # one restyle per changed trace, not one batch_update: a batch sends each property as one

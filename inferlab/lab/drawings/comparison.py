@@ -161,7 +161,7 @@ def figure(sides, title: str = "Batching comparison", clock: str | None = None,
     k = max(len(plans), 1)
     span = max([p["duration"] for p in plans] + [0.0])
     f, unit = time_unit(span)
-    top, bottom, gap = 96, 100, 44
+    top, bottom, gap = 128, 100, 44      # the top: title, clock line, then the ratio line
     # seats of SEAT_PX, taller when there are few: the latency panel needs room
     seat_px = max(SEAT_PX, (300 - gap * (k - 1)) / max(sum(p["seats"] for p in plans), 1))
     grid_px = [p["seats"] * seat_px for p in plans] or [300]
@@ -190,8 +190,9 @@ def figure(sides, title: str = "Batching comparison", clock: str | None = None,
                                   yanchor="top", traceorder="normal", itemsizing="constant"),
                       margin=dict(t=top, b=bottom))
     if len(plans) > 1:
-        fig.add_annotation(text=ratio_text(labels, plans), x=1, y=1 + 30 / plot_px,
-                           xref="paper", yref="paper", xanchor="right", yanchor="bottom",
-                           align="right", showarrow=False, font=dict(size=13))
+        # its own line under the title's clock line (a long clock line ran into it)
+        fig.add_annotation(text=ratio_text(labels, plans), x=0, y=1 + 34 / plot_px,
+                           xref="paper", yref="paper", xanchor="left", yanchor="bottom",
+                           align="left", showarrow=False, font=dict(size=13))
     from inferlab.lab.figures import style
     return style(fig, title, clock, dark=dark)
