@@ -27,33 +27,31 @@ def check_messages(messages) -> None:
             if m["role"] != "assistant":
                 raise InvalidInputError(f"messages[{i}] has tool_calls, which only an "
                                         f"assistant message can have (its role: {m['role']!r})")
-            _check_calls(calls, f"messages[{i}]['tool_calls']")
+            _check_functions(calls, f"messages[{i}]['tool_calls']", CALL_SHAPE)
         content = m.get("content")
         if not isinstance(content, str) and not (content is None and calls):
             raise InvalidTypeError(f"messages[{i}]['content'] must be a string, "
                                    f"got {type(content).__name__}")
 
 
-def _check_calls(calls, where: str) -> None:
-    if not isinstance(calls, list):
-        raise InvalidTypeError(f"{where} must be a list, got {type(calls).__name__}")
-    for j, c in enumerate(calls):
+CALL_SHAPE = "{'type': 'function', 'function': {'name': str, 'arguments': ...}}"
+TOOL_SHAPE = ("{'type': 'function', 'function': {'name': str, 'description': str, "
+              "'parameters': {...}}}")
+
+
+def _check_functions(items, where: str, shape: str) -> None:
+    """``items``: a list of {"function": {"name": str, ...}} (tool definitions, tool calls)."""
+    if not isinstance(items, list):
+        raise InvalidTypeError(f"{where} must be a list, got {type(items).__name__}")
+    for j, c in enumerate(items):
         fn = c.get("function") if isinstance(c, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise InvalidTypeError(f"{where}[{j}] must be {{'type': 'function', 'function': "
-                                   f"{{'name': str, 'arguments': ...}}}}, got {c!r:.80}")
+            raise InvalidTypeError(f"{where}[{j}] must be {shape}, got {c!r:.80}")
 
 
 def check_tools(tools) -> None:
     """OpenAI's tool definitions: ``[{"type": "function", "function": {"name", ...}}]``."""
-    if not isinstance(tools, list):
-        raise InvalidTypeError(f"tools must be a list, got {type(tools).__name__}")
-    for j, t in enumerate(tools):
-        fn = t.get("function") if isinstance(t, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise InvalidTypeError(f"tools[{j}] must be {{'type': 'function', 'function': "
-                                   f"{{'name': str, 'description': str, 'parameters': "
-                                   f"{{...}}}}}}, got {t!r:.80}")
+    _check_functions(tools, "tools", TOOL_SHAPE)
 
 
 # --- tools in the prompt -------------------------------------------------------------------
