@@ -64,11 +64,13 @@ class KVBlockMap(View):
     # widget manager's setLayout throw "Cannot read properties of undefined (reading 'then')"
     kv_layout = t.Unicode("paged").tag(sync=True)
     block_size = t.Int(0).tag(sync=True)
-    owners = t.List(t.Unicode()).tag(sync=True)      # owner index -> request id
-    cell_owner = t.Bytes(b"").tag(sync=True)         # int32, -1 free
-    cell_fill = t.Bytes(b"").tag(sync=True)          # uint8 tokens in the block
-    cell_ref = t.Bytes(b"").tag(sync=True)           # uint8 reference count
-    cell_flags = t.Bytes(b"").tag(sync=True)         # uint8: FLAGS bits
+    # the shown step's blocks, for Python (tests, replays): the browser draws the figure
+    # (``plot``) and reads none of these, so they stay in the kernel, off the wire
+    owners = t.List(t.Unicode())                     # owner index -> request id
+    cell_owner = t.Bytes(b"")                        # int32, -1 free
+    cell_fill = t.Bytes(b"")                         # uint8 tokens in the block
+    cell_ref = t.Bytes(b"")                          # uint8 reference count
+    cell_flags = t.Bytes(b"")                        # uint8: FLAGS bits
     flags = t.Dict(dict(FLAGS)).tag(sync=True)       # bit names for the JS (read-only)
     shown = t.Int(-1).tag(sync=True)                 # the step the cells are from
     summary = t.Dict().tag(sync=True)
