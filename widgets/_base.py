@@ -96,7 +96,6 @@ class View(SavedDisplay, anywidget.AnyWidget):
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
         self.num_pushes = 0
-        self._display_id: str | None = None   # set when shown (see _ipython_display_)
         self.errors: list[str] = []
         self._reset()
         self.observe(self._on_cursor, "cursor")

@@ -15,10 +15,7 @@ import datetime
 import os
 import pathlib
 
-QUESTIONS = ["Name three rivers in Europe.", "What is 17 times 3?",
-             "Translate 'good morning' into Spanish.", "Why is the sky blue?",
-             "Give one use of copper.", "Write a haiku about rain.",
-             "What does a CPU do?", "Suggest a name for a cat."]
+from .showcase import QUESTIONS      # the README screenshots' eight chat requests
 
 
 def view_figures(smoke: bool = False) -> list[tuple[str, str, object]]:
