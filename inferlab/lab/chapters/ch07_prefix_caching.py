@@ -126,9 +126,10 @@ def figure(data: dict):
     from . import _kit
     colors = {"uncached": ilf.PALETTE[5], "cached": ilf.PALETTE[0]}
     fig = make_subplots(rows=1, cols=4, horizontal_spacing=0.07, subplot_titles=(
-        "agent loop: prompt tokens computed per round", "agent loop: TTFT per round",
-        "shared system prompt: TTFT per request",
-        f"{data['sizes']['together']} arriving together: tokens computed"))
+        # two short lines each: four panels side by side leave ~230 px a title
+        "agent loop:<br>prompt tokens computed per round", "agent loop:<br>TTFT per round",
+        "shared system prompt:<br>TTFT per request",
+        f"{data['sizes']['together']} arriving together:<br>tokens computed"))
     for name, r in data["agent"].items():
         x = list(range(len(r["ttft"])))
         fig.add_trace(go.Bar(x=x, y=r["computed_tokens"], name=name, marker_color=colors[name],
@@ -158,10 +159,11 @@ def figure(data: dict):
     fig.update_yaxes(title_text="ms", row=1, col=3)
     fig.update_layout(barmode="group")
     s = data["sizes"]
-    return _kit.style(fig, f"Prefix caching: {s['tasks']} agent loops x {s['tool_calls']} tool "
-                     f"calls ({s['tools_len']}-token tool definitions); {s['shared_requests']} "
+    fig = _kit.style(fig, f"Prefix caching: {s['tasks']} agent loops x {s['tool_calls']} tool "
+                     f"calls ({s['tools_len']}-token tool definitions);<br>{s['shared_requests']} "
                      f"requests sharing a {s['system_len']}-token system prompt, one after "
                      f"another or {s['together']} together", data["clock"])
+    return fig.update_layout(margin_t=150)       # a two-line title over two-line panel titles
 
 
 def summary(data: dict) -> str:
