@@ -264,7 +264,12 @@ def figure(data: dict):
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=(
         "agent loop: each round re-sends the conversation",
         "burst: each user's wait and stream (client side)" if b else
-        "burst left out (deterministic run: its times depend on the machine)"))
+        "burst: left out"))
+    if not b:       # the note in the empty panel, where the burst would be
+        fig.add_annotation(text="a deterministic run leaves the burst out:<br>its times "
+                                "depend on the machine", x=fig.layout.annotations[1].x,
+                           y=0.5, xref="paper", yref="paper", xanchor="center",
+                           showarrow=False, font=dict(size=13))
     x = [f"round {r['round']}" for r in rounds]
     # the prompt's two parts stacked in one bar (offsetgroup), the answer beside it
     fig.add_trace(go.Bar(x=x, y=[r["cached"] for r in rounds], offsetgroup="prompt",
