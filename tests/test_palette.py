@@ -14,6 +14,9 @@ from inferlab.widgets import kv_map as kv_mod
 from inferlab.widgets.timeline import KINDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+# every meaning a colour can carry (issue 26): one hex value, one meaning
+MEANINGS = {"PHASE": palette.PHASE, "POLICY": palette.POLICY, "CACHE": palette.CACHE,
+            "VERDICT": palette.VERDICT}
 HEX = re.compile(r"#[0-9a-fA-F]{6}\b|#[0-9a-fA-F]{3}\b")
 # JupyterLab theme colours keep their fallbacks: CSS var(--jp-x, #fff), JS ilVar(el, "--jp-x", "#fff")
 THEME_FALLBACK = re.compile(r"""var\(--jp-[\w-]+,\s*#[0-9a-fA-F]{3,6}\)"""
@@ -55,6 +58,7 @@ def test_no_hex_colour_outside_palette(path):
 def test_palette_values_are_colours():
     colours = [*palette.OWNER, *palette.KIND.values(), *palette.KV.values()]
     colours += [c for n in palette.NEUTRAL.values() for c in n.values()]
+    colours += [c for d in MEANINGS.values() for c in d.values()] + [*palette.SERIES.values()]
     assert all(re.fullmatch(r"#[0-9A-F]{6}", c) for c in colours), colours
     assert palette.owner(len(palette.OWNER)) == palette.OWNER[0]
     # the kinds' order is the seg_kind wire code the JS indexes with
@@ -81,7 +85,8 @@ def test_css_variables_reach_every_view():
 
 def test_figures_use_palette():
     assert figures.KIND_COLORS == palette.KIND
-    assert tuple(figures.PALETTE) == palette.OWNER
+    # a trace given no colour is a neutral series, never a phase's or a policy's hue
+    assert set(figures.PALETTE) <= set(palette.SERIES.values())
     import plotly.io as pio
     for name, key in (("inferlab", "light"), ("inferlab_dark", "dark")):
         lay = pio.templates[name].layout
@@ -128,3 +133,103 @@ def test_kv_flags_have_one_home(trace):
     # the JS draws nothing itself (the figure is built in Python): it reads no flag bits
     js = (ROOT / "widgets" / "kv_map.js").read_text(encoding="utf-8")
     assert not re.search(r"&\s*\d", js) and "cell_flags" not in js
+
+
+def _meaning_of(colours: dict) -> dict:
+    """hex -> every (dict, key) that names it."""
+    out: dict = {}
+    for name, d in colours.items():
+        for key, c in d.items():
+            out.setdefault(c.upper(), []).append(f"{name}[{key!r}]")
+    return out
+
+
+def one_meaning_each(colours: dict, series: dict) -> list[str]:
+    """What breaks "one colour, one meaning": a hex value named twice in ``colours`` (dict
+    name -> {key: hex}), or a neutral series colour equal to one of them."""
+    named = _meaning_of(colours)
+    bad = [f"{c}: {', '.join(m)}" for c, m in named.items() if len(m) > 1]
+    bad += [f"{c}: {key} is also {', '.join(named[c.upper()])}" for key, c in series.items()
+            if c.upper() in named]
+    return bad
+
+
+def _series_colours() -> dict:
+    out = {f"SERIES[{k!r}]": c for k, c in palette.SERIES.items()}
+    for dark in (False, True):
+        for n in range(1, 9):
+            out.update({f"sequence({n}, dark={dark})[{i}]": c
+                        for i, c in enumerate(palette.sequence(n, dark))})
+    return out
+
+
+def test_one_hex_one_meaning():
+    assert one_meaning_each(MEANINGS, _series_colours()) == []
+    # the check itself catches both kinds of clash
+    assert one_meaning_each({**MEANINGS, "X": {"again": palette.PHASE["prefill"]}}, {})
+    assert one_meaning_each(MEANINGS, {"tokens": palette.POLICY["static"].lower()})
+
+
+def test_verdict_colours_are_the_verdicts_by_name():
+    from inferlab.lab import report
+    from inferlab.lab.verdicts import STANDINGS
+    assert list(palette.VERDICT) == list(STANDINGS)
+    assert report.VERDICT_COLORS == palette.VERDICT
+
+
+def _contrast(a: str, b: str) -> float:
+    def lum(h):
+        c = [int(h[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        c = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_greys_read_on_both_pages(theme):
+    """The queued grey and the neutral series stand off a white page and a dark one."""
+    bg = palette.NEUTRAL[theme]["bg"]
+    for name, c in {"queued": palette.PHASE["queued"], "main": palette.SERIES["main"],
+                    "baseline": palette.SERIES["baseline"]}.items():
+        assert _contrast(c, bg) >= 2.4, (name, c, theme)
+    ramp = palette.sequence(5, dark=theme == "dark")
+    assert all(_contrast(c, bg) >= 2.2 for c in ramp), ramp
+    # the ramp runs away from the page: its last step stands out most
+    assert _contrast(ramp[-1], bg) > _contrast(ramp[0], bg)
+
+
+# the hues themselves (palette.BLUE, ...): a figure takes a meaning (PHASE["prefill"],
+# SERIES["main"]), never a hue; the neutrals (INK, MUTED, MUTED_TEXT) are text and guides
+NEUTRALS = {"INK", "MUTED", "MUTED_TEXT"}
+HUES = sorted(n for n, v in vars(palette).items() if n.isupper() and isinstance(v, str)
+              and HEX.fullmatch(v) and n not in NEUTRALS)
+# the canvas views' colours (owners, kinds, KV legend) and the colorway, by position
+LEGACY = r"palette\.(?:OWNER|KIND|KV|owner)\b|PALETTE\s*\["
+
+
+def raw_hues(text: str) -> list[str]:
+    """Uses of a raw hue, of a canvas view's colours or of the colorway by position."""
+    pat = re.compile(r"palette\.(?:" + "|".join(HUES) + r")\b|" + LEGACY)
+    return [m.group(0) for m in pat.finditer(text)] + HEX.findall(text)
+
+
+def _figure_modules():
+    return sorted((ROOT / "inferlab" / "lab" / "chapters").glob("*.py")) + [
+        ROOT / "inferlab" / "lab" / "report.py",
+        ROOT / "inferlab" / "bench" / "clock_validation.py"]
+
+
+def test_hues_are_known():
+    assert {"BLUE", "ORANGE", "SKY_BLUE", "VERMILLION"} <= set(HUES)
+    assert raw_hues("c = palette.ORANGE; d = ilf.PALETTE[2]; e = '#E69F00'") == [
+        "palette.ORANGE", "PALETTE[", "#E69F00"]
+    assert raw_hues('palette.PHASE["prefill"], palette.SERIES["main"], palette.INK') == []
+
+
+@pytest.mark.parametrize("path", _figure_modules(), ids=lambda p: p.name)
+def test_figures_take_colours_by_meaning(path):
+    hits = [(i + 1, h) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines())
+            for h in raw_hues(line)]
+    assert not hits, (f"{path.name} uses raw hues; take a meaning (palette.PHASE[...], "
+                      f"POLICY, CACHE, VERDICT, SERIES, sequence): {hits}")

@@ -209,8 +209,8 @@ def figure(res: dict):
     fig = make_subplots(rows=2 if with_parts else 1, cols=2, vertical_spacing=0.14,
                         subplot_titles=("decode step", "prefill step")
                         + (("decode: parts", "prefill: parts") if with_parts else ()))
-    part_color = {"linear": figures.PALETTE[2], "attention": figures.PALETTE[3],
-                  "rest": figures.PALETTE[4]}
+    # a step's parts: no phase or policy, so the neutral scale, one grey each (palette)
+    part_color = dict(zip(("linear", "attention", "rest"), palette.sequence(3)))
     for col, kind, xlab in ((1, "decode", "requests in the batch"),
                             (2, "prefill", "prompt tokens (one request)")):
         rows = [r for r in res["rows"] if r["kind"] == kind]

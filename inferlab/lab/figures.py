@@ -24,7 +24,9 @@ import plotly.io as pio
 from inferlab.errors import InvalidInputError
 from inferlab.lab import palette
 
-PALETTE = list(palette.OWNER)           # the colorway; chapters pick series colours from it
+# the colorway: a trace given no colour is a neutral series (palette.SERIES), never a hue
+# that means a phase, a policy, a cache state or a verdict; figures take those by name
+PALETTE = [palette.SERIES["main"], palette.SERIES["baseline"]]
 KIND_COLORS = dict(palette.KIND)
 FORMATS = (".svg", ".png", ".pdf")
 

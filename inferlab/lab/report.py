@@ -7,12 +7,10 @@ from __future__ import annotations
 import textwrap
 
 from . import palette
-from .verdicts import (FAILS, HOLDS, HOLDS_SMALLER, ILLUSTRATED, KINDS, PROJECTED,
-                       UNMEASURABLE)
+from .verdicts import KINDS, STANDINGS
 
-VERDICT_COLORS = {HOLDS: palette.BLUISH_GREEN, HOLDS_SMALLER: palette.ORANGE,
-                  FAILS: palette.VERMILLION, UNMEASURABLE: palette.GREY,
-                  PROJECTED: palette.SKY_BLUE, ILLUSTRATED: palette.MUTED}
+# the verdicts' colours, by name (palette.VERDICT), in the report card's order
+VERDICT_COLORS = {v: palette.VERDICT[v] for v in STANDINGS}
 
 
 def counts(results) -> dict[str, int]:
@@ -268,10 +266,10 @@ def figure(claim, verdict):
     figures.style(fig, f"{mark} {claim.id}: {verdict.verdict} | {verdict.measured}",
                   verdict.clock)
     if verdict.warning:          # the busy-machine warning travels with the picture
-        fig.add_annotation(text="busy machine: wall-clock numbers not trustworthy", x=0,
+        fig.add_annotation(text="<b>busy machine</b>: wall-clock numbers not trustworthy", x=0,
                            y=0, xref="paper", yref="paper", xanchor="left", yanchor="top",
                            yshift=-48, showarrow=False,
-                           font=dict(size=11, color=palette.VERMILLION))
+                           font=dict(size=11, color=palette.INK))
     per_row = lambda r: max(1, sum(1 for lb, _, rl in pts if lb == r and rl in palette.POLICY))
     n = sum(max(ylab[r].count("<br>") + 1, per_row(r)) for r in rows)
     fig.update_layout(height=170 + 22 * n + 10 * len(rows), width=WIDTH, showlegend=True,

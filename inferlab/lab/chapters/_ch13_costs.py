@@ -278,7 +278,7 @@ def add_cost_panels(fig, data: dict) -> None:
     ilf.log_axis(fig, "y", [r["e2e"] * 1e3 for r in dec], title="ms (log scale)", row=1, col=2)
     fig.add_trace(go.Bar(x=["with KV cache", "without"],
                          y=[kv["with"]["tokens"], kv["without"]["tokens"]], showlegend=False,
-                         marker_color=[palette.BLUISH_GREEN, palette.VERMILLION],
+                         marker_color=[palette.SERIES["main"], palette.SERIES["baseline"]],
                          text=[f"{kv['with']['tokens']:,}", f"{kv['without']['tokens']:,}"]), 2, 1)
     fig.update_yaxes(title_text=f"tokens ({kv['answer']}-token answer)", tickformat=",~r",
                      row=2, col=1)                       # 60,000, not 60k

@@ -70,8 +70,9 @@ TURNS = [  # (user, assistant): the replies are fixed so every run sends the sam
 WALL_TURNS, WALL_TURNS_SMOKE = 5, 3   # the real model on the wall clock: the first few turns
 SEGMENTS = ("template", "system prompt", "tool definitions", "memory", "history",
             "new message")
-COLORS = {"template": palette.GREY, "system prompt": palette.BLUE, "tool definitions": palette.ORANGE,
-          "memory": palette.BLUISH_GREEN, "history": palette.REDDISH_PURPLE, "new message": palette.VERMILLION}
+# the segments are told apart by their labels: the rest of the prompt in the baseline grey,
+# what the user typed (the new message) in the main series' ink (palette.SERIES)
+COLORS = {s: palette.SERIES["main" if s == "new message" else "baseline"] for s in SEGMENTS}
 
 
 def system_text() -> str:
@@ -192,6 +193,14 @@ def _measure_wall(smoke: bool, turns: int, repeats: int, runs: dict) -> dict:
                                                for arm in res.runs}}
 
 
+def _arm_marker(cached: bool) -> dict:
+    """Prefix caching on: the cache's colour for cached blocks (palette.CACHE), edged in ink
+    so the yellow reads on white; off: the baseline grey."""
+    if cached:
+        return dict(color=palette.CACHE["cached"], line=dict(color=palette.INK, width=1))
+    return dict(color=palette.SERIES["baseline"])
+
+
 def figure(data: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -203,13 +212,13 @@ def figure(data: dict):
                          orientation="h", marker_color=[COLORS[s] for s in SEGMENTS],
                          showlegend=False, text=[data["counts"][s] for s in SEGMENTS]), 1, 1)
     sims = [k for k in data["runs"] if k.endswith("sim")]
-    for i, label in enumerate(sims):
+    for label in sims:
         rows = data["runs"][label]
         tot = recompute_totals(rows)["total"]
         fig.add_trace(go.Bar(x=[r["turn"] for r in rows], y=[r["computed_tokens"] for r in rows],
                              name=f"prefix caching {'on' if label.startswith('cached') else 'off'}"
                                   f" ({tot:,} tokens over {n} turns)",
-                             marker_color=[palette.MUTED, palette.SKY_BLUE][i]), 1, 2)
+                             marker=_arm_marker(label.startswith("cached"))), 1, 2)
     fig.update_layout(barmode="group")
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_xaxes(title_text="tokens", row=1, col=1)

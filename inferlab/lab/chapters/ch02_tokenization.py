@@ -101,12 +101,14 @@ def figure(data: dict):
                                         f"prefill of {data['repeat']} copies (ms)",
                                         "their KV cache (MiB, 8B model)"))
     fig.add_trace(go.Bar(y=names, x=[r["tokens"] for r in rows], orientation="h",
-                         marker_color=palette.BLUE, name="tokens",
+                         marker_color=palette.SERIES["main"], name="tokens",
                          text=[f"{r['vs_english']:.1f}x" for r in rows]), 1, 1)
     fig.add_trace(go.Bar(y=names, x=[r["prefill_sim"] * 1e3 for r in rows], orientation="h",
-                         marker_color=palette.ORANGE, name="prefill, simulated H100"), 1, 2)
+                         marker_color=palette.PHASE["prefill"], name="prefill, simulated H100"),
+                  1, 2)
     fig.add_trace(go.Bar(y=names, x=[r["kv_bytes_8b"] / 2**20 for r in rows],
-                         orientation="h", marker_color=palette.BLUISH_GREEN, name="KV bytes"), 1, 3)
+                         orientation="h", marker_color=palette.CACHE["used"], name="KV bytes"),
+                  1, 3)
     fig.update_traces(showlegend=False)
     return _kit.style(fig, TITLE, data["clock_sim"], left=80)
 

@@ -72,7 +72,9 @@ def _row(m) -> dict:
 def _wall(smoke: bool, repeats: int, arms=None) -> tuple[dict, dict]:
     """Static and continuous on this machine's wall clock, interleaved (A B A B): each
     column is the median over the repeats, with its range in ``*_lo`` / ``*_hi``; the ratio
-    is taken per pair of neighbouring runs. Traces: the last repeat's."""
+    is taken per pair of neighbouring runs. Traces: the repeat whose ratio is nearest the
+    median (``drawn``: its index from 0, and ``drawn_ratio``), so the figure shows what the
+    text quotes."""
     _kit.warm_up(_kit.engine(None))
     arms = arms or {s: s for s in SCHEDULERS}
     res = protocol.compare({s: (lambda s=s: run_one(arms[s], smoke, "wall"))
@@ -84,11 +86,28 @@ def _wall(smoke: bool, repeats: int, arms=None) -> tuple[dict, dict]:
         for key in ("throughput", "duration", "ttft_mean", "e2e_mean", *LATENCY_KEYS, "e2e_p99"):
             sp = protocol.spread(row[key] for row in rows)
             r[s].update({key: sp.median, f"{key}_lo": sp.lo, f"{key}_hi": sp.hi})
-    ratios = protocol.spread(c[1].output_throughput / st[1].output_throughput
-                             for st, c in zip(res.runs["static"], res.runs["continuous"]))
+    per_pair = [c[1].output_throughput / st[1].output_throughput
+                for st, c in zip(res.runs["static"], res.runs["continuous"])]
+    ratios = protocol.spread(per_pair)
+    k = nearest(per_pair, ratios.median)
     r.update(ratio=ratios.median, ratio_lo=ratios.lo, ratio_hi=ratios.hi,
-             warning=res.warning, label=res.label, repeats=repeats)
-    return r, {s: reps[-1][0] for s, reps in res.runs.items()}
+             warning=res.warning, label=res.label, repeats=repeats, drawn=k,
+             drawn_ratio=per_pair[k])
+    return r, {s: reps[k][0] for s, reps in res.runs.items()}
+
+
+def nearest(values: list, target: float) -> int:
+    """Index of the value nearest ``target`` (the first of equals)."""
+    return min(range(len(values)), key=lambda i: abs(values[i] - target))
+
+
+def wall_label(run: dict) -> str:
+    """The wall-clock figure's clock line: which repeat it draws, and the median it stands
+    for (the ratio the text quotes)."""
+    n = run["repeats"]
+    return (f"wall, this machine (SmolLM2); drawn: repeat {run['drawn'] + 1} of {n}, "
+            f"{run['drawn_ratio']:.2f}x, nearest the median of the {n} A B pairs, "
+            f"{run['ratio']:.2f}x")
 
 
 def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None,
@@ -134,7 +153,7 @@ def lengths_figure(data: dict):
     import plotly.graph_objects as go
     fig = go.Figure(go.Histogram(x=data["output_lens"], xbins=dict(start=0, size=8),
                                  marker_color=palette.INK, name="answers"))
-    fig.add_vline(x=data["cap"], line_dash="dot", line_color=palette.VERMILLION,
+    fig.add_vline(x=data["cap"], line_dash="dot", line_color=palette.MUTED_TEXT,
                   annotation_text=f"cap {data['cap']}", annotation_position="top left")
     fig.update_xaxes(title_text="answer length (tokens)", range=[0, data["cap"] + 8])
     fig.update_yaxes(title_text="requests")
@@ -181,7 +200,7 @@ def figure(data: dict, clock: str = "sim", dark: bool = False):
     drawing (inferlab.lab.drawings.comparison) of this chapter's runs."""
     from inferlab.lab.drawings.comparison import figure as comparison
     traces = data["traces"][clock]
-    label = data["clock_sim"] if clock == "sim" else "wall, this machine (SmolLM2)"
+    label = data["clock_sim"] if clock == "sim" else wall_label(data["runs"]["wall"])
     return comparison([(s, traces[s]) for s in SCHEDULERS], title=TITLE, clock=label,
                       seats=data["max_num_seqs"], dark=dark)
 

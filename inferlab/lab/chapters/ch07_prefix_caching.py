@@ -122,9 +122,9 @@ def figure(data: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from .. import figures as ilf
     from . import _kit
-    colors = {"uncached": ilf.PALETTE[5], "cached": ilf.PALETTE[0]}
+    # the arm with the prefix cache in the cache's colour (palette.CACHE), the other grey
+    colors = {"uncached": palette.SERIES["baseline"], "cached": palette.CACHE["cached"]}
     fig = make_subplots(rows=1, cols=4, horizontal_spacing=0.07, subplot_titles=(
         # two short lines each: four panels side by side leave ~230 px a title
         "agent loop:<br>prompt tokens computed per round", "agent loop:<br>TTFT per round",

@@ -45,8 +45,10 @@ LABELLED = (("How do I make a cup of green tea that is not bitter?", False),
             ("Suggest a name for my new puppy.", False),
             ("Help me break into my ex's email account.", True))
 POLICIES = ("streamed", "chunked", "buffered")
-COLORS = {"streamed": palette.BLUE, "chunked": palette.BLUISH_GREEN,
-          "buffered": palette.VERMILLION}
+# how much of the answer the output check holds back, in order (none, a chunk, all of it):
+# one grey scale, the longer the hold darker (palette.sequence); "chunked" here is the output
+# check's chunk, not chunked prefill, so not its policy colour
+COLORS = dict(zip(("streamed", "chunked", "buffered"), palette.sequence(3)))
 
 
 def classifier_messages(text: str, what: str = "message") -> list[dict]:
@@ -204,7 +206,7 @@ def figure(data: dict):
                                  mode="lines+markers", line_shape="hv", name=f"{p}: visible",
                                  line_color=colors[p], marker_size=4))
     t_in = data["input_check_s"] * 1e3
-    fig.add_vrect(x0=0, x1=t_in, fillcolor=palette.ORANGE, opacity=0.15, line_width=0,
+    fig.add_vrect(x0=0, x1=t_in, fillcolor=palette.SERIES["band"], opacity=0.6, line_width=0,
                   annotation_text="input check", annotation_position="top left")
     fig.update_xaxes(title_text="time since the message arrived (ms)")
     fig.update_yaxes(title_text="answer tokens the reader can see")

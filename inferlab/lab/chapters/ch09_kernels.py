@@ -208,12 +208,12 @@ def bound_figure(data: dict):
     fig.add_trace(go.Bar(x=[f"{r['batch']} x {r['context']}" for r in rows],
                          y=[r["numba_gbs"] for r in rows],
                          name=f"SmolLM2 shape (9 q / 3 kv heads, {data['intensity']:.1f} FLOP/B)",
-                         marker_color=palette.BLUE,
+                         marker_color=palette.SERIES["main"],
                          text=[f"{r['share_of_bandwidth']:.0%}" for r in rows]))
     fig.add_trace(go.Bar(x=[f"1 x {r['context']}" for r in m["probes"]],
                          y=[r["gbs"] for r in m["probes"]],
                          name=f"one q head per kv head ({m['probes'][0]['intensity']:.1f} FLOP/B)",
-                         marker_color=palette.BLUISH_GREEN,
+                         marker_color=palette.SERIES["baseline"],
                          text=[f"{r['share_of_bandwidth']:.0%}" for r in m["probes"]]))
     fig.add_hline(y=m["read_gbs"], line_dash="dot", line_color=palette.INK,
                   annotation_text=f"measured memory bandwidth {m['read_gbs']:.0f} GB/s "
@@ -241,9 +241,9 @@ def figure(data: dict):
     x = [f"{r['batch']} x {r['context']}" for r in rows]
     fig = go.Figure()
     fig.add_trace(go.Bar(x=x, y=[r["ref_ms"] for r in rows], name="reference (torch gather)",
-                         marker_color=ilf.PALETTE[5]))
+                         marker_color=palette.SERIES["baseline"]))
     fig.add_trace(go.Bar(x=x, y=[r["numba_ms"] for r in rows], name="numba-cpu (in place)",
-                         marker_color=ilf.PALETTE[0],
+                         marker_color=palette.SERIES["main"],
                          text=[f"{r['speedup']:.1f}x" for r in rows], textposition="outside"))
     fig.add_trace(go.Scatter(x=x, y=[r["gpu_roof_ms"] for r in rows], mode="markers",
                              marker=dict(symbol="line-ew-open", size=18, color=palette.MUTED),

@@ -57,7 +57,6 @@ def figure(data: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from .. import figures as ilf
     from . import _kit
     models = list(data["models"])
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
@@ -72,19 +71,23 @@ def figure(data: dict):
         too_big = ["✗" if r["weights_gb"] + r["kv_gb"] > r["gpu_gb"] else "" for r in rows]
         fig.add_trace(go.Bar(x=x, y=[r["kv_gb"] for r in rows], text=too_big,
                              textposition="outside", name="KV cache",
-                             marker_color=ilf.PALETTE[2], showlegend=i == 0, legendgroup="kv"),
+                             marker_color=palette.CACHE["used"], showlegend=i == 0,
+                             legendgroup="kv"),
                       row=1, col=1)
         fig.add_trace(go.Bar(x=x, y=[r["weights_gb"] for r in rows], name="weights",
-                             marker_color=ilf.PALETTE[0], showlegend=i == 0, legendgroup="w"),
+                             marker_color=palette.SERIES["baseline"], showlegend=i == 0,
+                             legendgroup="w"),
                       row=1, col=1)
         fig.add_trace(go.Bar(x=x, y=[r["rest_ms"] for r in rows], name="compute / HBM reads",
-                             marker_color=ilf.PALETTE[4], showlegend=i == 0, legendgroup="r"),
+                             marker_color=palette.SERIES["baseline"], showlegend=i == 0,
+                             legendgroup="r"),
                       row=1, col=2)
         fig.add_trace(go.Bar(x=x, y=[r["comm_ms"] for r in rows], name="all-reduce",
-                             marker_color=ilf.PALETTE[5], showlegend=i == 0, legendgroup="c"),
+                             marker_color=palette.SERIES["main"], showlegend=i == 0,
+                             legendgroup="c"),
                       row=1, col=2)
         fig.add_trace(go.Bar(x=x, y=[r["kv_tokens_capacity"] for r in rows], showlegend=False,
-                             marker_color=ilf.PALETTE[2]), row=1, col=3)
+                             marker_color=palette.CACHE["used"]), row=1, col=3)
     gpu_gb = data["models"][models[0]][0]["gpu_gb"]
     fig.add_hline(y=gpu_gb, line=dict(dash="dot", color=palette.MUTED), row=1, col=1,
                   annotation_text=f"{data['gpu']} memory", annotation_position="top left")

@@ -33,7 +33,8 @@ PROMPT = [{"role": "user", "content": "Give me one word that describes the sea."
 TEMPERATURES = (0.5, 1.0, 1.5)
 TOP_P = 0.9
 ANSWER_TEMPERATURE, ANSWER_TOP_P = 0.8, 0.95
-COLORS = {0.5: palette.BLUE, 1.0: palette.BLUISH_GREEN, 1.5: palette.ORANGE}
+# a temperature is an ordered quantity: one grey scale, hotter darker (palette.sequence)
+COLORS = dict(zip(TEMPERATURES, palette.sequence(len(TEMPERATURES))))
 
 
 def sizes(smoke: bool) -> dict:

@@ -274,23 +274,26 @@ def figure(data: dict):
     # the prompt's two parts stacked in one bar (offsetgroup), the answer beside it
     fig.add_trace(go.Bar(x=x, y=[r["cached"] for r in rounds], offsetgroup="prompt",
                          name="prompt tokens from the prefix cache",
-                         marker_color=palette.KV["cached"]), 1, 1)
+                         marker=dict(color=palette.CACHE["cached"],
+                                     line=dict(color=palette.INK, width=1))), 1, 1)
     fig.add_trace(go.Bar(x=x, y=[r["computed"] for r in rounds], offsetgroup="prompt",
                          base=[r["cached"] for r in rounds], name="prompt tokens computed",
-                         marker_color=palette.KIND["prefill"]), 1, 1)
+                         marker_color=palette.PHASE["prefill"]), 1, 1)
     fig.add_trace(go.Bar(x=x, y=[r["completion_tokens"] for r in rounds], offsetgroup="answer",
-                         name="answer tokens", marker_color=palette.KIND["decode"]), 1, 1)
+                         name="answer tokens", marker_color=palette.PHASE["decode"]), 1, 1)
     fig.update_yaxes(title_text="tokens", row=1, col=1)
     if b:
         ok = [u for u in b["users"] if "error" not in u]
         ys = [u["id"] for u in ok]
-        wait = dict(color=palette.KIND["queued"])
+        # the client's view: times, not the engine's phases (the wait holds queue and
+        # prefill alike), so the neutral series: waiting light, streaming dark
+        wait = dict(color=palette.SERIES["baseline"])
         fig.add_trace(go.Bar(y=ys, x=[u["ttft"] for u in ok], base=[u["offset"] for u in ok],
                              orientation="h", marker=wait, offsetgroup="user",
                              name="sent, waiting for the first token"), 1, 2)
         fig.add_trace(go.Bar(y=ys, x=[u["e2e"] - u["ttft"] for u in ok],
                              base=[u["offset"] + u["ttft"] for u in ok], orientation="h",
-                             offsetgroup="user", marker_color=palette.KIND["decode"],
+                             offsetgroup="user", marker_color=palette.SERIES["main"],
                              name="streaming (the answer's tokens arriving)"),
                       1, 2)
         fig.update_xaxes(title_text="seconds from the burst's start", row=1, col=2)
