@@ -105,3 +105,18 @@ def test_every_claims_figure_draws_from_the_smoke_run(claims_smoke):
             assert not any("e+" in str(s) or "e-" in str(s) for s in (t.text or ())), c.id
         assert any(v.verdict in (t.name or "") for t in fig.data) or any(
             t.name in palette.POLICY for t in fig.data), c.id
+
+
+def test_nothing_measured_draws_the_reason_and_the_busy_warning_stays_clear():
+    """A verdict without points (not measurable here) draws its reason, not a crash; a
+    busy-machine warning sits on the clock's line, clear of the axis title."""
+    from inferlab.lab.verdicts import UNMEASURABLE
+    fig = report.figure(claim(), Verdict(UNMEASURABLE, "no wall-clock runs (0 repeats)"))
+    assert any("0 repeats" in a.text for a in fig.layout.annotations)
+    assert [t.name for t in fig.data] == [f"measured: {UNMEASURABLE}"]
+    assert fig.data[0].marker.color == palette.VERDICT[UNMEASURABLE]
+    assert fig.layout.title.text.endswith(UNMEASURABLE)
+    busy = report.figure(claim(), Verdict(HOLDS, "2x here", "2x", points=(("a", 2.0),),
+                                          clock="wall", warning="WARNING: busy machine"))
+    assert "busy machine" in busy.layout.title.text
+    assert not any("busy" in (a.text or "") for a in busy.layout.annotations)

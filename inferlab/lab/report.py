@@ -214,6 +214,15 @@ def figure(claim, verdict):
                 textfont=dict(size=12), constraintext="none",
                 hovertemplate="%{y}: %{text}<extra>" + (role or "measured") + "</extra>"))
     vals = [v for _, val, _ in pts for v in (val if isinstance(val, tuple) else (val,))]
+    if not vals:                              # not measurable: no numbers, only the key
+        fig.add_trace(go.Bar(x=[None], y=[None], name=key, marker_color=color,
+                             orientation="h", hoverinfo="skip"))
+        fig.add_annotation(text="nothing measured: " + wrap(verdict.reason, 80), x=0, y=0.5,
+                           xref="paper", yref="paper", xanchor="left", align="left",
+                           showarrow=False, font=dict(size=12, color=palette.MUTED_TEXT))
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        vals = [0.0]
     log = verdict.axis == "log"
     if log:
         lo = min(v for v in vals if v > 0)
@@ -263,13 +272,12 @@ def figure(claim, verdict):
     fig.update_yaxes(autorange="reversed", automargin=True, categoryorder="array",
                      categoryarray=[ylab[r] for r in rows], ticks="")
     mark = f"<span style='color:{color}'>\u25a0</span>"
-    figures.style(fig, f"{mark} {claim.id}: {verdict.verdict} | {verdict.measured}",
-                  verdict.clock)
-    if verdict.warning:          # the busy-machine warning travels with the picture
-        fig.add_annotation(text="<b>busy machine</b>: wall-clock numbers not trustworthy", x=0,
-                           y=0, xref="paper", yref="paper", xanchor="left", yanchor="top",
-                           yshift=-48, showarrow=False,
-                           font=dict(size=11, color=palette.INK))
+    # the busy-machine warning travels with the picture, on the clock's line (beneath the
+    # plot it ran into the axis title)
+    busy = " | <b>busy machine: wall-clock numbers not trustworthy</b>" if verdict.warning else ""
+    figures.style(fig, f"{mark} {claim.id}: {verdict.verdict}"
+                  + (f" | {verdict.measured}" if verdict.measured else ""),
+                  (verdict.clock or "") + busy or None)
     per_row = lambda r: max(1, sum(1 for lb, _, rl in pts if lb == r and rl in palette.POLICY))
     n = sum(max(ylab[r].count("<br>") + 1, per_row(r)) for r in rows)
     fig.update_layout(height=170 + 22 * n + 10 * len(rows), width=WIDTH, showlegend=True,
