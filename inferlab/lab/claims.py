@@ -22,13 +22,14 @@ from typing import Callable
 from .chapters import (ch01_prompt_anatomy, ch02_tokenization, ch03_prefill_decode,
                        ch04_kv_cache, ch05_batching, ch06_chunked_prefill, ch07_prefix_caching,
                        ch08_safety_streaming, ch09_kernels, ch10_multi_gpu,
-                       ch13_sampling_decode, ch14_own_traffic)
+                       ch13_sampling_decode, ch14_own_traffic, ch15_memory_and_price)
 from .verdicts import AFTER, ENTER, Claim, Verdict   # noqa: F401 (Claim, sources: the API)
 
 # The chapters with claims, in chapter order: the table is theirs, in this order.
 CHAPTERS = (ch01_prompt_anatomy, ch02_tokenization, ch03_prefill_decode, ch04_kv_cache,
             ch05_batching, ch06_chunked_prefill, ch07_prefix_caching, ch08_safety_streaming,
-            ch09_kernels, ch10_multi_gpu, ch13_sampling_decode, ch14_own_traffic)
+            ch09_kernels, ch10_multi_gpu, ch13_sampling_decode, ch14_own_traffic,
+            ch15_memory_and_price)
 
 CLAIMS: tuple[Claim, ...] = tuple(claim for chapter in CHAPTERS for claim in chapter.CLAIMS)
 
