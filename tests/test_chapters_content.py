@@ -100,6 +100,13 @@ def test_ch05_reports_median_and_p90(claims_smoke):
     table = ch.latency_table(d).splitlines()
     assert table[0].startswith("| scheduler | throughput |") and "p90" in table[0]
     assert [row.split(" | ")[0] for row in table[2:4]] == ["| **static**", "| **continuous**"]
+    # the wall-clock figure draws the repeat nearest the median ratio, and says so
+    w = d["runs"]["wall"]
+    assert 0 <= w["drawn"] < w["repeats"]
+    assert ch.nearest([1.0, 1.4, 1.2], 1.25) == 2
+    title = ch.figure(d, clock="wall").layout.title.text
+    assert f"repeat {w['drawn'] + 1} of {w['repeats']}" in title
+    assert f"median of the {w['repeats']} A B pairs, {w['ratio']:.2f}x" in title
 
 
 # --- chapter 8: three real runs ----------------------------------------------------------------
