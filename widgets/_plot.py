@@ -6,19 +6,48 @@ the drawings build it), sending only the properties that changed since ``last`` 
 restyle per changed trace, one relayout); a figure whose traces differ in number or type
 gets a new FigureWidget instead (the caller assigns it). ``Throttle`` runs a
 redraw at most ``rate`` times a second, the last request always drawn (trailing edge).
+``PlotView`` is the base of every view drawn this way (its JS: ``ilPlot`` in common.js).
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 
+import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
+import traitlets as t
+from ipywidgets import widget_serialization
+
+from inferlab.widgets._base import View
+
+try:
+    # plotly looks pandas up in sys.modules at every property read; a draw in a flusher
+    # thread while another thread imported pandas found it half made ("partially
+    # initialized module 'pandas' has no attribute 'Series"): imported here, once, first
+    import pandas  # noqa: F401
+except ImportError:          # pandas is optional (the lab extra)
+    pass
 
 
 def _changes(old: dict, new: dict) -> dict:
     diff = {k: v for k, v in new.items() if old.get(k) != v}
     diff.update({k: None for k in old if k not in new})
     return diff
+
+
+def _numbers(diff: dict) -> dict:
+    """``diff`` with its lists of numbers as numpy arrays: plotly validates a list element by
+    element and sends it as JSON, an array at once and as binary (tens of ms on a long run)."""
+    out = {}
+    for k, v in diff.items():
+        if isinstance(v, dict):
+            v = _numbers(v)
+        elif isinstance(v, list) and len(v) > 16 and all(type(x) in (int, float) for x in v):
+            v = np.asarray(v, dtype=float)
+        out[k] = v
+    return out
 
 
 def _shape(spec: dict) -> list:
@@ -38,7 +67,7 @@ def sync(fw: go.FigureWidget | None, last: dict | None, new: dict) -> go.FigureW
     for trace, old, tr in zip(fw.data, last["data"], new["data"]):
         diff = _changes(old, tr)
         if diff:
-            trace.update(diff, overwrite=True)
+            trace.update(_numbers(diff), overwrite=True)
     diff = _changes(last["layout"], new["layout"])
     if diff:
         fw.layout.update(diff, overwrite=True)
@@ -47,7 +76,8 @@ def sync(fw: go.FigureWidget | None, last: dict | None, new: dict) -> go.FigureW
 
 def same(fw: go.FigureWidget, fig: go.Figure) -> bool:
     """Whether ``fw`` shows ``fig`` (traces and layout; trace uids aside)."""
-    a, b = fw.to_plotly_json(), fig.to_plotly_json()
+    # through JSON: the widget holds numpy arrays where the figure holds lists
+    a, b = (json.loads(pio.to_json(f, validate=False)) for f in (fw, fig))
     for t in (*a["data"], *b["data"]):
         t.pop("uid", None)
     return a == b
@@ -103,3 +133,60 @@ class Throttle:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+class PlotView(View):
+    """A view whose one drawing is a plotly FigureWidget (``plot``), updated in place.
+
+    A subclass builds the figure as a plain dict in ``_spec(dark)`` and calls ``_changed()``
+    when what it shows changed (after a flush, on a scrubber move); the redraw is throttled
+    (``Throttle``: at most ``max_rate`` a second, a quarter of the time at most). ``figure()``
+    is ``go.Figure(self._spec(dark))``: the export is what the live widget shows."""
+    dark = t.Bool(False).tag(sync=True)              # the page's theme (the JS sets it)
+    plot = t.Instance(go.FigureWidget, allow_none=True).tag(sync=True, **widget_serialization)
+    redraw_on: tuple = ("dark",)                     # traits whose change redraws
+
+    def __init__(self, *args, **kwargs):
+        self._redraw: Throttle | None = None
+        self._sent: dict | None = None                # the figure spec the FigureWidget shows
+        super().__init__(*args, **kwargs)
+        self._redraw = Throttle(self._draw, self.max_rate, self._lock)
+        self._draw()
+        self.observe(lambda ch: self._changed(), list(self.redraw_on))
+
+    def _spec(self, dark: bool | None = None) -> dict:
+        raise NotImplementedError
+
+    def _is_dark(self, dark: bool | None) -> bool:
+        return self.dark if dark is None else bool(dark)
+
+    def _changed(self) -> None:
+        """What the figure shows changed: redraw (throttled)."""
+        if self._redraw is not None:
+            self._redraw()
+
+    def _on_cursor(self, change) -> None:
+        self._changed()
+
+    def _draw(self) -> None:
+        """Show ``_spec()`` in the FigureWidget (in place: only what changed is sent)."""
+        with self._lock:
+            new = self._spec()
+        fresh = sync(self.plot, self._sent, new)
+        self._sent = new
+        if fresh is not None:
+            old, self.plot = self.plot, fresh
+            if old is not None:
+                old.close()
+
+    def figure(self, dark: bool | None = None) -> go.Figure:
+        """The one drawing of this view: what the live widget shows (``plot``), in the
+        page's theme unless ``dark`` says."""
+        return go.Figure(self._spec(dark))
+
+    def close(self):
+        if self._redraw is not None:
+            self._redraw.cancel()
+        if self.plot is not None:
+            self.plot.close()
+        super().close()

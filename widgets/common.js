@@ -1,46 +1,7 @@
 // Shared helpers, prepended to each view's ESM by Python (no imports, no network).
-// Colours: the palette lives in inferlab/lab/palette.py only; Python puts it on the view's
-// root (.il-view) as CSS variables (--il-kind-*, --il-owner-*, --il-kv-*), read here.
-const IL_KIND_NAME = ["queued", "prefill", "decode", "preempted"];   // seg_kind codes 0..3
-const IL_KV_NAME = ["used", "free", "cached", "reserved"];
-
-function ilVar(el, name, fallback) {
-  const st = el instanceof CSSStyleDeclaration ? el : getComputedStyle(el);
-  const v = st.getPropertyValue(name).trim();
-  return v || fallback;
-}
-
-// theme (JupyterLab --jp-* colours, with fallbacks) + our palette (--il-* variables)
-function ilTheme(el) {
-  const st = getComputedStyle(el);
-  const th = {
-    fg: ilVar(st, "--jp-ui-font-color1", "#222"),
-    fg2: ilVar(st, "--jp-ui-font-color2", "#666"),
-    border: ilVar(st, "--jp-border-color2", "#ddd"),
-    bg: ilVar(st, "--jp-layout-color1", "#fff"),
-    bg2: ilVar(st, "--jp-layout-color2", "#eee"),
-    accent: ilVar(st, "--jp-brand-color1", "#1976d2"),
-    font: ilVar(st, "--jp-ui-font-family", "sans-serif"),
-  };
-  // a missing palette variable (stylesheet not loaded) draws in the text colour, never black
-  th.kind = IL_KIND_NAME.map((k) => ilVar(st, "--il-kind-" + k, th.fg2));
-  th.kv = {};
-  for (const k of IL_KV_NAME) th.kv[k] = ilVar(st, "--il-kv-" + k, th.fg2);
-  const n = parseInt(ilVar(st, "--il-owner-count", "0"), 10) || 0;
-  th.owners = [];
-  for (let i = 0; i < n; i++) th.owners.push(ilVar(st, "--il-owner-" + i, th.fg2));
-  if (!th.owners.length) th.owners.push(th.fg2);
-  return th;
-}
-
-function ilOwnerColor(th, i) {
-  if (i < 0) return null;
-  return th.owners[i % th.owners.length];
-}
-
-// a CSS colour for static markup (legend swatches) that follows the palette variables
-function ilKindCss(k) { return `var(--il-kind-${k})`; }
-
+// Each view's picture is a plotly FigureWidget built in Python (ilPlot mounts it); the JS
+// keeps only what plotly cannot do: the live badge, the scrubber, a few HTML lines. Colours:
+// the palette lives in inferlab/lab/palette.py only (CSS variables on .il-view).
 // a trait holding bytes (DataView) as a typed array
 function ilArr(model, name, Type) {
   const dv = model.get(name);
@@ -64,19 +25,15 @@ function ilMs(s) {
     : ms.toFixed(1) + " ms";
 }
 
-// header: title + clock badge + a stats line
-function ilHeader(model, root) {
-  const h = ilEl("div", "il-header", root);
-  const title = ilEl("span", "il-title", h);
-  const badge = ilEl("span", "il-badge", h);
-  const stats = ilEl("span", "il-stats", h);
-  const up = () => {
-    title.textContent = model.get("title");
-    badge.textContent = (model.get("live") ? "● live · " : "") + "clock: " + model.get("clock");
-  };
-  model.on("change:title", up); model.on("change:live", up); model.on("change:clock", up);
+// header: a "live" badge while the view follows an engine (the plot carries the title and
+// the clock), hidden otherwise; returns the header element
+function ilLive(model, root) {
+  const head = ilEl("div", "il-header il-live", root);
+  const badge = ilEl("span", "il-badge", head, "● live");
+  const up = () => { head.style.display = model.get("live") ? "" : "none"; };
+  model.on("change:live", up);
   up();
-  return { el: h, stats };
+  return { el: head, badge };
 }
 
 // time scrubber over steps; the cursor trait round-trips to Python (-1 = follow latest)
@@ -109,88 +66,61 @@ function ilScrubber(model, root, onMove) {
   return { el: bar };
 }
 
-// the step index a view shows and its end time (seconds from t0)
-function ilShown(model) {
-  const n = model.get("num_steps");
-  const c = model.get("cursor");
-  const k = c < 0 || c >= n ? n - 1 : c;
-  const times = ilArr(model, "step_times", Float64Array);
-  return { k, t: k >= 0 ? times[k] : 0, tMax: n ? times[n - 1] : 0, n };
-}
-
-// canvas sized to its CSS width with device-pixel scaling
-function ilCanvas(canvas, width, height) {
-  const dpr = window.devicePixelRatio || 1;
-  canvas.width = Math.max(1, Math.floor(width * dpr));
-  canvas.height = Math.max(1, Math.floor(height * dpr));
-  canvas.style.width = width + "px"; canvas.style.height = height + "px";
-  const ctx = canvas.getContext("2d");
-  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  return ctx;
-}
-
-// redraw at most once per animation frame; records the last draw time on the element
-function ilScheduler(el, draw) {
-  let pending = false;
-  return () => {
-    if (pending) return;
-    pending = true;
-    requestAnimationFrame(() => {
-      pending = false;
-      const t = performance.now();
-      try { draw(); } catch (e) { console.warn("inferlab view draw failed", e); }
-      const ms = performance.now() - t;
-      el.dataset.drawMs = ms.toFixed(2);
-      el.dataset.draws = String((parseInt(el.dataset.draws || "0", 10)) + 1);
-    });
-  };
-}
-
-function ilTooltip(root) {
-  const tip = ilEl("div", "il-tooltip", root);
-  tip.style.display = "none";
-  return {
-    show(x, y, text) {
-      tip.textContent = text; tip.style.display = "block";
-      tip.style.left = (x + 12) + "px"; tip.style.top = (y + 12) + "px";
-    },
-    hide() { tip.style.display = "none"; },
-    el: tip,
-  };
-}
-
-function ilDrawLanes(ctx, o) {
-  // o: {x0, w, y0, h, tMax, tCut, lanes, seg*, fin*, theme, highlight}
-  const n = o.lanes.length;
-  const lh = n ? Math.max(1, Math.min(14, o.h / n)) : 14;
-  const sx = (t) => o.x0 + (o.tMax > 0 ? (t / o.tMax) * o.w : 0);
-  const gap = lh > 4 ? 1 : 0;
-  for (let i = 0; i < o.segLane.length; i++) {
-    const t0 = o.segT0[i];
-    if (t0 > o.tCut) continue;
-    const t1 = Math.min(o.segT1[i], o.tCut);
-    const x = sx(t0), w = Math.max(1, sx(t1) - x);
-    ctx.fillStyle = o.theme.kind[o.segKind[i]];
-    ctx.fillRect(x, o.y0 + o.segLane[i] * lh + gap, w, lh - 2 * gap);
-  }
-  ctx.fillStyle = o.theme.fg;
-  for (let i = 0; i < o.finLane.length; i++) {
-    if (o.finT[i] > o.tCut) continue;
-    const x = sx(o.finT[i]);
-    ctx.fillStyle = o.finAborted[i] ? o.theme.kind[3] : o.theme.fg;
-    ctx.fillRect(x - 1, o.y0 + o.finLane[i] * lh, 2, lh);
-  }
-  return { lh, sx };
-}
-
-
-// Redraw when JupyterLab switches theme: the canvases read --jp-* colours at draw time, and
-// the new theme's stylesheet lands a moment after the body's data-jp-theme-* attributes
-// change, so draw at once and twice more shortly after. Returns the disconnect function.
+// Redraw when JupyterLab switches theme: the new theme's stylesheet lands a moment after the
+// body's data-jp-theme-* attributes change, so call at once and twice more shortly after.
+// Returns the disconnect function.
 function ilOnThemeChange(redraw) {
   const again = () => { redraw(); setTimeout(redraw, 300); setTimeout(redraw, 1200); };
   const mo = new MutationObserver(again);
   mo.observe(document.body, { attributes: true,
     attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
   return () => mo.disconnect();
+}
+
+// The view's one drawing: the plotly FigureWidget in the `plot` trait (built and updated in
+// place by Python, widgets/_plot.py), mounted as a child view in `box`. Follows the page's
+// theme into the `dark` trait, and counts the plot's redraws on `root` (data-draws, and
+// data-draw-ms: from the last change of one of `marks` to the plot drawn), as the browser
+// tests and `inferlab bench widgets` read them: one per animation frame in which plotly
+// changed the plot's DOM. Returns the function that unmounts it.
+function ilPlot(model, root, box, marks = []) {
+  let view = null, gone = false, asked = 0;
+  const mount = async () => {
+    const ref = model.get("plot"), mine = ++asked;
+    if (!ref) return;
+    const child = await model.widget_manager.get_model(String(ref).replace(/^IPY_MODEL_/, ""));
+    const v = await model.widget_manager.create_view(child, {});
+    if (gone || mine !== asked) { v.remove(); return; }
+    if (view) view.remove();
+    view = v;
+    box.replaceChildren(v.el);
+    v.trigger("displayed");
+    // plotly sizes itself to its box once attached: tell it the box is there now
+    requestAnimationFrame(() => window.dispatchEvent(new Event("resize")));
+    root.dataset.plot = child.model_id;
+  };
+  let since = null, queued = false;
+  const drawn = () => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => {
+      queued = false;
+      root.dataset.draws = String(parseInt(root.dataset.draws || "0", 10) + 1);
+      if (since !== null) root.dataset.drawMs = String(performance.now() - since);
+      since = null;
+    });
+  };
+  const watch = new MutationObserver(drawn);
+  watch.observe(box, { childList: true, subtree: true, attributes: true, characterData: true });
+  const theme = () => {
+    const dark = document.body.dataset.jpThemeLight === "false";
+    if (model.get("dark") !== dark) { model.set("dark", dark); model.save_changes(); }
+  };
+  const mark = () => { since = performance.now(); };
+  for (const m of marks) model.on("change:" + m, mark);
+  model.on("change:plot", mount);
+  mount().catch((e) => { box.textContent = `the plot could not be shown (${e})`; });
+  theme();
+  const offTheme = ilOnThemeChange(theme);
+  return () => { gone = true; watch.disconnect(); offTheme(); if (view) view.remove(); };
 }

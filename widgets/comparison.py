@@ -1,5 +1,7 @@
-"""BatchingComparison: the same workload under two engine configs, side by side: request
-timelines on one time axis, batch occupancy over time, latency distributions, throughput.
+"""BatchingComparison: the same workload under two engine configs, side by side: the seats
+of the batch over time per config on one time axis, the latency distributions and the
+throughput ratio, as one drawing (inferlab.lab.drawings.comparison), live as the configs run
+and cut at the scrubber's time; a table of the headline numbers under it.
 
     cmp = BatchingComparison.run(workload, ("static", dict(scheduler="static")),
                                  ("continuous", dict(scheduler="continuous")))   # SmolLM2
@@ -15,33 +17,33 @@ import traitlets as t
 from inferlab.observe.metrics import request_metrics
 from inferlab.observe.trace import Trace
 
-from inferlab.widgets._base import View, asset, pack
-from inferlab.widgets.timeline import pack_segments
+from inferlab.widgets._base import asset, pack
+from inferlab.widgets._plot import PlotView
 
 SCRUB_POINTS = 200
 
 
 def side_summary(trace: Trace) -> dict:
-    """Timeline arrays, occupancy over time and per-request latencies of one run."""
+    """The headline numbers of one run (the table under the figure): duration, output
+    tokens, finished requests, throughput, mean TTFT and p90 end-to-end latency (seconds)."""
     lb = trace.lanes()
     per = request_metrics(trace.records, trace.requests)
     tokens = sum(m.num_output_tokens for m in per.values())
-    t0 = trace.t0
     ttft = [per[r].ttft for r in lb.order if per[r].ttft is not None]
-    e2e = [per[r].e2e for r in lb.order if r in lb.finish]
-    dur = trace.records[-1].t_end - t0 if trace.records else 0.0
-    return {**pack_segments(lb, t0), "occ_t": pack([r.t_end - t0 for r in trace.records], "<f8"),
-            "occ_n": pack([len(r.batch) for r in trace.records], "<i4"),
-            "ttft": pack(ttft, "<f8"), "e2e": pack(e2e, "<f8"), "duration": dur,
-            "output_tokens": tokens, "finished": len(e2e),
-            "throughput": tokens / dur if dur > 0 else 0.0, "clock": trace.meta.get("clock", "")}
+    e2e = sorted(per[r].e2e for r in lb.order if r in lb.finish and per[r].e2e is not None)
+    dur = trace.records[-1].t_end - trace.t0 if trace.records else 0.0
+    return {"duration": dur, "output_tokens": tokens, "finished": len(e2e),
+            "throughput": tokens / dur if dur > 0 else 0.0,
+            "ttft_mean": float(np.mean(ttft)) if ttft else None,
+            "e2e_p90": e2e[min(len(e2e) - 1, int(0.9 * len(e2e)))] if e2e else None,
+            "clock": trace.meta.get("clock", "")}
 
 
-class BatchingComparison(View):
+class BatchingComparison(PlotView):
     _esm = asset("common.js", "comparison.js")
     _css = asset("common.css", "comparison.css")
     kind = "Batching comparison"
-    sides = t.List(t.Dict()).tag(sync=True)      # label + side_summary() per config
+    sides = t.List(t.Dict()).tag(sync=True)      # label + side_summary() per config (table)
 
     def __init__(self, *traces: Trace, labels=None, title: str | None = None, **kwargs):
         self._sides: list[list] = []             # [label, Trace]
@@ -76,6 +78,7 @@ class BatchingComparison(View):
                 self.sides = sides
                 self.num_steps = len(self._step_t)
                 self.step_times = pack(self._step_t, "<f8")
+            self._changed()
         except Exception as e:  # noqa: BLE001
             self.errors.append(f"{type(e).__name__}: {e}")
         delta, self._done = n - self._done, n
@@ -105,13 +108,16 @@ class BatchingComparison(View):
             go()
         return view
 
-    def figure(self, dark: bool = False):
-        """Seats x time per config and the latency distributions, as a plotly figure
-        (inferlab.lab.drawings.comparison); ``dark`` for a dark page."""
-        from inferlab.lab.drawings.comparison import figure
+    def _spec(self, dark: bool | None = None) -> dict:
+        """Seats x time per config and the latency distributions
+        (inferlab.lab.drawings.comparison), cut at the scrubber's time, in the page's theme
+        unless ``dark`` says."""
+        from inferlab.lab.drawings.comparison import spec
         with self._lock:
             sides = [(label, tr) for label, tr in self._sides]
-        return figure(sides, title=self.title, clock=self.clock, dark=dark)
+            upto = self._step_t[self.shown_step()] if self.cursor >= 0 and self._step_t else None
+            return spec(sides, title=self.title, clock=self.clock, dark=self._is_dark(dark),
+                        upto=upto)
 
     def __repr__(self):
         return f"BatchingComparison({[lab for lab, _ in self._sides]}, clock={self.clock!r})"

@@ -4,12 +4,10 @@ marked, free blocks hollow. In the contiguous layout the reserved-but-unused slo
 request are drawn as waste. Scrubbing asks Python for the map at that step."""
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import traitlets as t
-from ipywidgets import widget_serialization
 
-from inferlab.widgets import _plot
-from inferlab.widgets._base import View, asset, pack
+from inferlab.widgets._base import asset, pack
+from inferlab.widgets._plot import PlotView
 
 # block-state bits of cell_flags: defined here only; the JS gets them in the ``flags`` trait
 FLAGS = {"cached": 1, "shared": 2, "reserved": 4}     # prefix-cached, ref > 1, reserved unused
@@ -56,7 +54,7 @@ def _token_texts(tokenizer, text: str | None, n: int) -> list:
     return [None] * n
 
 
-class KVBlockMap(View):
+class KVBlockMap(PlotView):
     _esm = asset("common.js", "kv_map.js")
     _css = asset("common.css", "kv_map.css")
     kind = "KV cache blocks"
@@ -75,36 +73,12 @@ class KVBlockMap(View):
     shown = t.Int(-1).tag(sync=True)                 # the step the cells are from
     summary = t.Dict().tag(sync=True)
     selected = t.Unicode("").tag(sync=True)          # block table shown ("" = first request)
-    dark = t.Bool(False).tag(sync=True)              # the page's theme (the JS sets it)
-    # the one drawing, live: a plotly FigureWidget the JS renders as a child view
-    plot = t.Instance(go.FigureWidget, allow_none=True).tag(sync=True, **widget_serialization)
+    redraw_on = ("dark", "selected")
 
     def __init__(self, source=None, *, tokenizer=None, **kwargs):
         self._tokenizer = tokenizer if tokenizer is not None else getattr(source, "tokenizer",
                                                                          None)
-        self._redraw = None
-        self._sent: dict | None = None      # the figure spec the FigureWidget shows
         super().__init__(source, **kwargs)
-        self._redraw = _plot.Throttle(self._draw, self.max_rate, self._lock)
-        self._draw()
-        self.observe(lambda ch: self._redraw(), ["selected", "dark"])
-
-    def _draw(self) -> None:
-        """Show ``figure()`` in the FigureWidget (in place, one message)."""
-        new = self._spec()
-        fresh = _plot.sync(self.plot, self._sent, new)
-        self._sent = new
-        if fresh is not None:
-            old, self.plot = self.plot, fresh
-            if old is not None:
-                old.close()
-
-    def close(self):
-        if self._redraw is not None:
-            self._redraw.cancel()
-        if self.plot is not None:
-            self.plot.close()
-        super().close()
 
     def attach(self, engine, trace=None):
         if self._tokenizer is None:
@@ -169,8 +143,7 @@ class KVBlockMap(View):
                             "cached": sum(1 for c in cells if c[3] & CACHED),
                             "shared": sum(1 for c in cells if c[3] & SHARED)}
             self.shown = k
-        if self._redraw is not None:
-            self._redraw()
+        self._changed()
 
     def cells(self) -> list[dict]:
         """Per block: owner (request id or None) and its index (the colour), tokens, ref
@@ -212,18 +185,13 @@ class KVBlockMap(View):
                if e.request_id == rid]
         return prompt + out
 
-    def figure(self, dark: bool | None = None):
-        """The one drawing of this view (issue 26): what the live widget shows (``plot``),
-        in the page's theme unless ``dark`` says."""
-        return go.Figure(self._spec(dark))
-
     def _spec(self, dark: bool | None = None) -> dict:
         from inferlab.lab.drawings.kv_map import spec
         title = self.title if self.title != self.kind else None
         with self._lock:
             return spec(self.cells(), block_size=self.block_size or 1, layout=self.kv_layout,
                         table=self.block_table(), title=title, clock=self.clock,
-                        dark=self.dark if dark is None else dark)
+                        dark=self._is_dark(dark))
 
     def __repr__(self):
         s = self.summary

@@ -1,13 +1,16 @@
 """SchedulerTimeline: one lane per request (queued, prefill chunks, decode, preempted,
-finished) over time, and under it a strip of each step's batch: prefill and decode tokens
-against the token budget, and how many requests ran."""
+finished) over time, and under it a strip of each step's batch: prefill and decode tokens.
+Its one drawing (inferlab.lab.drawings.timeline) is the live plot, updated in place, cut at
+the scrubber's step. The lanes as typed arrays (``seg_*``, ``fin_*``) stay in the kernel,
+for Python (tests, the comparison): the browser reads only the plot."""
 from __future__ import annotations
 
 import traitlets as t
 
 from inferlab.observe.lanes import LaneBuilder
 
-from inferlab.widgets._base import View, asset, pack
+from inferlab.widgets._base import asset, pack
+from inferlab.widgets._plot import PlotView
 
 KINDS = {"queued": 0, "prefill": 1, "decode": 2, "preempted": 3}
 
@@ -33,27 +36,22 @@ def pack_segments(lb: LaneBuilder, t0: float) -> dict:
     }
 
 
-class SchedulerTimeline(View):
+class SchedulerTimeline(PlotView):
     _esm = asset("common.js", "timeline.js")
     _css = asset("common.css", "timeline.css")
     kind = "Scheduler timeline"
-    lanes = t.List(t.Unicode()).tag(sync=True)
-    lane_priority = t.List(t.Int()).tag(sync=True)   # per lane; 0 unless scheduled by priority
-    seg_lane = t.Bytes(b"").tag(sync=True)
-    seg_kind = t.Bytes(b"").tag(sync=True)       # 0 queued 1 prefill 2 decode 3 preempted
-    seg_t0 = t.Bytes(b"").tag(sync=True)
-    seg_t1 = t.Bytes(b"").tag(sync=True)
-    seg_step0 = t.Bytes(b"").tag(sync=True)
-    seg_step1 = t.Bytes(b"").tag(sync=True)
-    seg_tokens = t.Bytes(b"").tag(sync=True)
-    fin_lane = t.Bytes(b"").tag(sync=True)
-    fin_t = t.Bytes(b"").tag(sync=True)
-    fin_aborted = t.Bytes(b"").tag(sync=True)
-    step_t0 = t.Bytes(b"").tag(sync=True)        # float64 step start (s from t0)
-    step_prefill = t.Bytes(b"").tag(sync=True)   # int32 prefill tokens in the step
-    step_decode = t.Bytes(b"").tag(sync=True)    # int32 decode tokens
-    step_running = t.Bytes(b"").tag(sync=True)   # int32 requests in the batch
-    token_budget = t.Int(0).tag(sync=True)
+    lanes = t.List(t.Unicode())
+    lane_priority = t.List(t.Int())              # per lane; 0 unless scheduled by priority
+    seg_lane = t.Bytes(b"")
+    seg_kind = t.Bytes(b"")                      # 0 queued 1 prefill 2 decode 3 preempted
+    seg_t0 = t.Bytes(b"")
+    seg_t1 = t.Bytes(b"")
+    seg_step0 = t.Bytes(b"")
+    seg_step1 = t.Bytes(b"")
+    seg_tokens = t.Bytes(b"")
+    fin_lane = t.Bytes(b"")
+    fin_t = t.Bytes(b"")
+    fin_aborted = t.Bytes(b"")
 
     def _reset(self):
         self._lb = LaneBuilder(self._trace.arrivals() if self._trace is not None else {})
@@ -69,27 +67,22 @@ class SchedulerTimeline(View):
                                 "budget": rec.token_budget})
 
     def _sync(self):
-        t0 = self.t0
-        for k, v in pack_segments(self._lb, t0).items():
+        for k, v in pack_segments(self._lb, self.t0).items():
             setattr(self, k, v)
-        st = self._steps
-        self.step_t0 = pack([s["t0"] - t0 for s in st], "<f8")
-        self.step_prefill = pack([s["prefill"] for s in st], "<i4")
-        self.step_decode = pack([s["decode"] for s in st], "<i4")
-        self.step_running = pack([s["running"] for s in st], "<i4")
-        self.token_budget = st[-1]["budget"] if st else 0
+        self._changed()
 
     def segments(self):
         return self._lb.all_segments()
 
-    def figure(self, dark: bool = False):
-        """The scheduler timeline as a plotly figure (inferlab.lab.drawings.timeline), cut at
-        the scrubber's step; ``dark`` for a dark page."""
-        from inferlab.lab.drawings.timeline import timeline
-        upto = self.shown_time() if self.cursor >= 0 else None
-        return timeline(self._lb.all_segments(), self._lb.order, self._steps, self.t0,
+    def _spec(self, dark: bool | None = None) -> dict:
+        """The scheduler timeline (inferlab.lab.drawings.timeline), cut at the scrubber's
+        step, in the page's theme unless ``dark`` says."""
+        from inferlab.lab.drawings.timeline import spec
+        with self._lock:
+            upto = self.shown_time() if self.cursor >= 0 else None
+            return spec(self._lb.all_segments(), self._lb.order, self._steps, self.t0,
                         title=self.title, clock=self.clock, upto=upto, finish=self._lb.finish,
-                        dark=dark)
+                        dark=self._is_dark(dark))
 
     def __repr__(self):
         return f"SchedulerTimeline({len(self._lb.order)} requests, " \

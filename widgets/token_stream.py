@@ -1,25 +1,29 @@
-"""TokenStream: each request's output tokens appearing as chips, one chip per token.
+"""TokenStream: every request's output tokens as ticks on one time axis, as they come out.
 
-The gap before a chip is the inter-token latency (drawn as space), the bar before a
-request's first chip its time to first token. Hover a chip for its id, gap and time.
+The gap between ticks is the inter-token latency, the bar before a request's first tick its
+time to first token; hover a tick for the token and the text around it. The one drawing
+(inferlab.lab.drawings.token_stream) is the live plot, updated in place, up to the
+scrubber's step; every request has its lane (the widget's box scrolls). The tokens as typed
+arrays (``tok_*``) and ``requests`` stay in the kernel, for Python: the browser reads the plot.
 """
 from __future__ import annotations
 
 import traitlets as t
 
 from inferlab.core.outputs import RequestMetrics
-from inferlab.widgets._base import View, asset, pack
+from inferlab.widgets._base import asset, pack
+from inferlab.widgets._plot import PlotView
 
 
-class TokenStream(View):
+class TokenStream(PlotView):
     _esm = asset("common.js", "token_stream.js")
     _css = asset("common.css", "token_stream.css")
     kind = "Token stream"
-    requests = t.List(t.Dict()).tag(sync=True)   # id, arrival (s from t0), prompt_len, prompt, ttft
-    tok_req = t.Bytes(b"").tag(sync=True)        # int32 index into requests
-    tok_step = t.Bytes(b"").tag(sync=True)       # int32 step the token came out of
-    tok_time = t.Bytes(b"").tag(sync=True)       # float64 seconds from t0
-    tok_text = t.Bytes(b"").tag(sync=True)       # utf-8 texts joined by NUL
+    requests = t.List(t.Dict())   # id, arrival (s from t0), prompt_len, prompt, ttft
+    tok_req = t.Bytes(b"")        # int32 index into requests
+    tok_step = t.Bytes(b"")       # int32 step the token came out of
+    tok_time = t.Bytes(b"")       # float64 seconds from t0
+    tok_text = t.Bytes(b"")       # utf-8 texts joined by NUL
 
     def _reset(self):
         self._index: dict[str, int] = {}
@@ -60,6 +64,7 @@ class TokenStream(View):
         self.tok_step = pack(self._ts, "<i4")
         self.tok_time = pack(self._tt, "<f8")
         self.tok_text = "\x00".join(self._tx).encode("utf-8")
+        self._changed()
 
     def rows(self, upto_step: int | None = None) -> list[dict]:
         """Per request: id, arrival, token times and texts (seconds from t0)."""
@@ -76,11 +81,13 @@ class TokenStream(View):
         i = self._index[request_id]
         return "".join(x for j, x in zip(self._tr, self._tx) if j == i)
 
-    def figure(self, dark: bool = False):
-        """The token stream as a plotly figure (inferlab.lab.drawings.token_stream), up to
-        the scrubber's step; ``dark`` for a dark page."""
-        from inferlab.lab.drawings.token_stream import token_raster
-        return token_raster(self.rows(), title=self.title, clock=self.clock, dark=dark)
+    def _spec(self, dark: bool | None = None) -> dict:
+        """The token stream (inferlab.lab.drawings.token_stream) up to the scrubber's step,
+        in the page's theme unless ``dark`` says."""
+        from inferlab.lab.drawings.token_stream import spec
+        with self._lock:
+            return spec(self.rows(), title=self.title, clock=self.clock,
+                        dark=self._is_dark(dark))
 
     def __repr__(self):
         return f"TokenStream({len(self._reqs)} requests, {len(self._tr)} tokens, " \

@@ -6,6 +6,8 @@ are in the cache now, hollow ones were evicted; a ring marks a block that severa
 chains continue (a prefix others reused). The header gives vLLM's own KV usage and the
 prefix-cache hits of the requests; the notes say what vLLM's events cannot tell; warnings
 from the connector (lost or malformed messages, a dead server) are shown, never swallowed.
+The tree is the view's one drawing, a live plotly plot updated in place (``figure()``); the
+nodes as typed arrays (``node_*``) stay in the kernel, for Python.
 
     VllmPrefixCache(conn)      # live from a VllmConnector
     VllmPrefixCache(trace)     # replay a Trace recorded from one (scrub through the steps)
@@ -15,7 +17,8 @@ from __future__ import annotations
 import traitlets as t
 
 from inferlab.connect.feeds.prefix_tree import KV_IDS, TreeState
-from inferlab.widgets._base import View, asset, pack
+from inferlab.widgets._base import asset, pack
+from inferlab.widgets._plot import PlotView
 
 MAX_NODES = 2000                 # drawn at most (the most recent); the summary counts all
 STATE = {"evicted": 0, "cached": 1}
@@ -28,17 +31,17 @@ NOTES = [
 ]
 
 
-class VllmPrefixCache(View):
+class VllmPrefixCache(PlotView):
     _esm = asset("common.js", "vllm_kv.js")
     _css = asset("common.css", "vllm_kv.css")
     kind = "vLLM prefix cache"
-    node_id = t.Bytes(b"").tag(sync=True)        # int32 hash slot
-    node_depth = t.Bytes(b"").tag(sync=True)     # int32 blocks from the root
-    node_row = t.Bytes(b"").tag(sync=True)       # int32 row in the drawing
-    node_parent = t.Bytes(b"").tag(sync=True)    # int32 index into the node arrays, -1 = root
-    node_state = t.Bytes(b"").tag(sync=True)     # uint8: STATE
-    node_shared = t.Bytes(b"").tag(sync=True)    # uint8: 1 if several chains continue it
-    node_step = t.Bytes(b"").tag(sync=True)      # int32 step it was (last) stored in
+    node_id = t.Bytes(b"")        # int32 hash slot
+    node_depth = t.Bytes(b"")     # int32 blocks from the root
+    node_row = t.Bytes(b"")       # int32 row in the drawing
+    node_parent = t.Bytes(b"")    # int32 index into the node arrays, -1 = root
+    node_state = t.Bytes(b"")     # uint8: STATE
+    node_shared = t.Bytes(b"")    # uint8: 1 if several chains continue it
+    node_step = t.Bytes(b"")      # int32 step it was (last) stored in
     summary = t.Dict().tag(sync=True)
     notes = t.List(t.Unicode()).tag(sync=True)
     warnings = t.List(t.Unicode()).tag(sync=True)
@@ -131,16 +134,22 @@ class VllmPrefixCache(View):
                 "blocks_total": rec.kv_blocks_total, "block_size": rec.block_size,
                 "hit_tokens": hits, "prompt_tokens": prompt, "ranks": self._roots}
             self.shown = k
+        self._changed()
 
     def nodes(self) -> list[dict]:
         """The drawn nodes: id (hash slot), parent, depth, row, state, shared, step."""
         return [dict(n) for n in self._nodes]
 
-    def figure(self):
-        import plotly.graph_objects as go
-
-        from inferlab.lab import figures, palette
-        nodes = self._nodes
+    def _spec(self, dark: bool | None = None) -> dict:
+        """The tree of block hashes: edges from each block to the one before it, cached
+        blocks filled, evicted ones hollow, a heavy outline on blocks several chains
+        continue; in the page's theme unless ``dark`` says."""
+        from inferlab.lab import palette
+        from inferlab.lab.drawings.spec import Spec
+        dark = self._is_dark(dark)
+        fg = palette.NEUTRAL["dark" if dark else "light"]["fg"]
+        with self._lock:
+            nodes, s = list(self._nodes), dict(self.summary)
         by_id = {n["id"]: n for n in nodes}
         ex, ey = [], []
         for n in nodes:
@@ -148,27 +157,32 @@ class VllmPrefixCache(View):
             if p is not None:
                 ex += [p["depth"], n["depth"], None]
                 ey += [p["row"], n["row"], None]
-        fig = go.Figure(go.Scatter(x=ex, y=ey, mode="lines", hoverinfo="skip",
-                                   line=dict(color=palette.MUTED, width=1), showlegend=False))
+        fig = Spec()
+        fig.add(dict(type="scatter", x=ex, y=ey, mode="lines", hoverinfo="skip",
+                     name="continues", line=dict(color=palette.MUTED, width=1),
+                     showlegend=False))
         for state, color, symbol in (("cached", palette.KV["cached"], "square"),
                                      ("evicted", palette.KV["free"], "square-open")):
             ns = [n for n in nodes if n["state"] == state]
-            fig.add_trace(go.Scatter(
-                x=[n["depth"] for n in ns], y=[n["row"] for n in ns], mode="markers",
-                name=f"{state} ({len(ns)})",
+            fig.add(dict(
+                type="scatter", x=[n["depth"] for n in ns], y=[n["row"] for n in ns],
+                mode="markers", name=f"{state} ({len(ns)})", showlegend=bool(ns),
                 marker=dict(symbol=symbol, size=12, color=color,
                             line=dict(width=[2.5 if n["shared"] else 1 for n in ns],
-                                      color=[palette.INK if n["shared"] else palette.MUTED_TEXT
+                                      color=[fg if n["shared"] else palette.MUTED_TEXT
                                              for n in ns])),
                 text=[f"block #{n['id']} | depth {n['depth']} | stored at step {n['step']}"
+                      + (" | continued by several prompts" if n["shared"] else "")
                       for n in ns], hoverinfo="text"))
-        fig.update_yaxes(autorange="reversed", showgrid=False, showticklabels=False, title=None,
-                         ticks="", zeroline=False)
-        fig.update_xaxes(title="blocks from the start of the prompt", showgrid=False, dtick=1)
-        s = self.summary
+        rows = max([n["row"] for n in nodes] + [0]) + 1
+        fig.yaxes(autorange="reversed", showgrid=False, showticklabels=False, ticks="",
+                  zeroline=False)
+        fig.xaxes(title=dict(text="blocks from the start of the prompt"), showgrid=False,
+                  dtick=1)
+        fig.update_layout(height=min(200 + 18 * rows, 4000), showlegend=True)
         title = (f"{self.title}: {s.get('cached', 0)} blocks cached, {s.get('evicted', 0)} "
                  f"evicted, {s.get('hit_tokens', 0)} prompt tokens from the cache")
-        return figures.style(fig, title, self.clock)
+        return fig.style(title, self.clock, dark=dark)
 
     def __repr__(self):
         s = self.summary

@@ -13,11 +13,11 @@ colour, on a linear time axis from 0.
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from inferlab.lab import palette
 from inferlab.observe.metrics import request_metrics
 
+from .spec import Spec
 from .timeline import fmt_time, ink, time_axis, time_unit
 
 SEAT_PX = 20
@@ -32,19 +32,21 @@ def policy_colour(label: str, i: int) -> str:
     return palette.owner(i)
 
 
-def seat_plan(trace, seats: int | None = None) -> dict:
+def seat_plan(trace, seats: int | None = None, upto: float | None = None) -> dict:
     """Who holds which seat of the batch when: a request takes the lowest free seat when
     first scheduled and keeps it until it finishes (or is preempted). Returns seats, bars
     (seat, request, kind, t0, t1, step0, step1, tokens: consecutive steps of one kind
     merged), ends (seat, request, time), and the run's steps, duration, output tokens,
-    throughput and per-request TTFT and E2E (seconds)."""
+    throughput and per-request TTFT and E2E (seconds); ``upto`` (seconds from the trace's
+    t0): only the steps ended by then."""
     t0 = trace.t0
+    records = [r for r in trace.records if upto is None or r.t_end - t0 <= upto]
     held: dict[str, int] = {}
     bars: list[list] = []
     last: dict[str, list] = {}
     ends: list[tuple] = []
     peak = 0
-    for rec in trace.records:
+    for rec in records:
         batch = {c.request_id for c in rec.batch}
         for ev in rec.request_events:
             if ev.kind == "preempted" and ev.request_id not in batch:
@@ -64,13 +66,13 @@ def seat_plan(trace, seats: int | None = None) -> dict:
         for ev in rec.request_events:
             if ev.kind in ("finished", "aborted", "rejected") and ev.request_id in held:
                 ends.append((held.pop(ev.request_id), ev.request_id, rec.t_end - t0))
-    per = request_metrics(trace.records, trace.requests)
-    tokens = sum(len(r.emitted) for r in trace.records)
-    dur = trace.records[-1].t_end - t0 if trace.records else 0.0
+    per = request_metrics(records, trace.requests)
+    tokens = sum(len(r.emitted) for r in records)
+    dur = records[-1].t_end - t0 if records else 0.0
     cfg = (trace.meta.get("config") or {}).get("max_num_seqs")
     n_seats = seats or (min(cfg, len(per)) if cfg else peak)
     return {"seats": max(n_seats, peak, 1), "bars": bars, "ends": ends,
-            "steps": len(trace.records), "duration": dur, "tokens": tokens,
+            "steps": len(records), "duration": dur, "tokens": tokens,
             "throughput": tokens / dur if dur > 0 else 0.0,
             "ttft": [m.ttft for m in per.values() if m.ttft is not None],
             "e2e": [m.e2e for m in per.values() if m.e2e is not None]}
@@ -84,20 +86,19 @@ def _label(rid: str) -> str:
 
 def _grid(fig, row, label, plan, f, unit, dark, first, seat_px=SEAT_PX):
     n, span = plan["seats"], plan["duration"]
-    fig.add_trace(go.Bar(          # every seat over the whole run, hatched where empty
-        orientation="h", y=list(range(n)), base=[0] * n, x=[span * f] * n, width=0.8,
+    fig.add(dict(                  # every seat over the whole run, hatched where empty
+        type="bar", orientation="h", y=list(range(n)), base=[0] * n, x=[span * f] * n, width=0.8,
         name="empty seat", legendgroup="idle", showlegend=first, hoverinfo="skip",
         marker=dict(color="rgba(0,0,0,0)", line=dict(width=0.5, color=palette.MUTED),
                     pattern=dict(shape="/", fgcolor=palette.MUTED, size=6, solidity=0.15))),
         row=row, col=1)
     for kind in ("prefill", "decode"):
         bs = [b for b in plan["bars"] if b[2] == kind]
-        if not bs:
-            continue
-        fig.add_trace(go.Bar(
-            orientation="h", y=[b[0] for b in bs], base=[b[3] * f for b in bs],
+        fig.add(dict(
+            type="bar", orientation="h", y=[b[0] for b in bs], base=[b[3] * f for b in bs],
             x=[(b[4] - b[3]) * f for b in bs], width=0.8, name=kind, legendgroup=kind,
-            showlegend=first, marker=dict(color=palette.PHASE[kind], line_width=0),
+            showlegend=first and bool(bs),
+            marker=dict(color=palette.PHASE[kind], line=dict(width=0)),
             text=[_label(b[1]) if kind == "decode" else "" for b in bs],
             textposition="inside", insidetextanchor="middle", textangle=0,
             textfont=dict(color=palette.NEUTRAL["light"]["bg"], size=10),
@@ -107,18 +108,18 @@ def _grid(fig, row, label, plan, f, unit, dark, first, seat_px=SEAT_PX):
                           "%{customdata[1]} for %{customdata[2]}, %{customdata[3]} tokens, "
                           "steps %{customdata[4]}-%{customdata[5]}<extra></extra>"),
             row=row, col=1)
-    if plan["ends"]:
-        fig.add_trace(go.Scatter(
-            x=[e[2] * f for e in plan["ends"]], y=[e[0] for e in plan["ends"]],
-            mode="markers", name="finished", legendgroup="finished", showlegend=first,
-            marker=dict(symbol="line-ns", size=min(seat_px, 40) * 0.8, line=dict(width=2.5,
-                                                                     color=ink(dark))),
-            customdata=[[e[1], fmt_time(e[2], unit)] for e in plan["ends"]],
-            hovertemplate=label + ": %{customdata[0]} finished at %{customdata[1]}"
-                          "<extra></extra>"), row=row, col=1)
-    fig.update_yaxes(range=[n - 0.5, -0.5], tickvals=list(range(n)), showgrid=False,
-                     ticktext=[str(i + 1) for i in range(n)], fixedrange=True, ticks="",
-                     title_text="seat", title_standoff=2, row=row, col=1)
+    fig.add(dict(
+        type="scatter", x=[e[2] * f for e in plan["ends"]], y=[e[0] for e in plan["ends"]],
+        mode="markers", name="finished", legendgroup="finished",
+        showlegend=first and bool(plan["ends"]),
+        marker=dict(symbol="line-ns", size=min(seat_px, 40) * 0.8,
+                    line=dict(width=2.5, color=ink(dark))),
+        customdata=[[e[1], fmt_time(e[2], unit)] for e in plan["ends"]],
+        hovertemplate=label + ": %{customdata[0]} finished at %{customdata[1]}"
+                      "<extra></extra>"), row=row, col=1)
+    fig.yaxes(range=[n - 0.5, -0.5], tickvals=list(range(n)), showgrid=False,
+              ticktext=[str(i + 1) for i in range(n)], fixedrange=True, ticks="",
+              title=dict(text="seat", standoff=2), row=row, col=1)
 
 
 def _latencies(fig, labels, plans, colours):
@@ -126,17 +127,17 @@ def _latencies(fig, labels, plans, colours):
     f, unit = time_unit(top)
     for label, plan, colour in zip(labels, plans, colours):
         ys = [v * f for v in plan["ttft"]] + [v * f for v in plan["e2e"]]
-        fig.add_trace(go.Box(
-            x=["time to first token"] * len(plan["ttft"]) + ["time to whole answer"] *
-            len(plan["e2e"]), y=ys, name=label, legendgroup=f"policy {label}",
+        fig.add(dict(
+            type="box", x=["time to first token"] * len(plan["ttft"])
+            + ["time to whole answer"] * len(plan["e2e"]), y=ys, name=label, legendgroup=f"policy {label}",
             marker=dict(color=colour, size=4), line=dict(color=colour, width=1.5),
             boxpoints="all", jitter=0.5, pointpos=0, boxmean=False,
             hovertemplate=label + " %{x}: %{y:.3g} " + unit + "<extra></extra>"),
             row=1, col=2)
     fig.update_layout(boxmode="group", boxgap=0.3, boxgroupgap=0.15)
-    fig.update_yaxes(rangemode="tozero", exponentformat="none", row=1, col=2,
-                     title_text=f"latency per request ({unit})", title_standoff=4)
-    fig.update_xaxes(row=1, col=2, fixedrange=True)
+    fig.yaxes(rangemode="tozero", exponentformat="none", row=1, col=2,
+              title=dict(text=f"latency per request ({unit})", standoff=4))
+    fig.xaxes(row=1, col=2, fixedrange=True)
 
 
 def ratio_text(labels, plans) -> str:
@@ -153,13 +154,22 @@ def ratio_text(labels, plans) -> str:
 
 def figure(sides, title: str = "Batching comparison", clock: str | None = None,
            seats: int | None = None, dark: bool = False) -> go.Figure:
+    """The batching comparison as a plotly figure: see ``spec``."""
+    return go.Figure(spec(sides, title=title, clock=clock, seats=seats, dark=dark))
+
+
+def spec(sides, title: str = "Batching comparison", clock: str | None = None,
+         seats: int | None = None, dark: bool = False, upto: float | None = None) -> dict:
     """``sides``: (label, Trace) pairs, the first the baseline the ratios are taken against;
-    ``seats``: the batch limit (max_num_seqs) when the traces do not say."""
+    ``seats``: the batch limit (max_num_seqs) when the traces do not say; ``upto``: only the
+    steps ended by then (seconds from each trace's t0: the view's scrubber). A plain dict
+    (``spec.Spec``)."""
     labels = [lab for lab, _ in sides]
-    plans = [seat_plan(tr, seats) for _, tr in sides]
+    plans = [seat_plan(tr, seats, upto) for _, tr in sides]
     colours = [policy_colour(lab, i) for i, lab in enumerate(labels)]
     k = max(len(plans), 1)
-    span = max([p["duration"] for p in plans] + [0.0])
+    # the whole runs' time axis even when cut at ``upto``: scrubbing fills it in
+    span = max([tr.records[-1].t_end - tr.t0 for _, tr in sides if tr.records] + [0.0])
     f, unit = time_unit(span)
     top, bottom, gap = 128, 100, 44      # the top: title, clock line, then the ratio line
     # seats of SEAT_PX, taller when there are few: the latency panel needs room
@@ -167,32 +177,30 @@ def figure(sides, title: str = "Batching comparison", clock: str | None = None,
     grid_px = [p["seats"] * seat_px for p in plans] or [300]
     plot_px = sum(grid_px) + gap * (k - 1)
     height = top + bottom + plot_px
-    fig = make_subplots(rows=k, cols=2, column_widths=[0.7, 0.3], shared_xaxes=True,
-                        horizontal_spacing=0.09, vertical_spacing=gap / plot_px,
-                        row_heights=grid_px,
-                        specs=[[{}, {"rowspan": k}]] + [[{}, None] for _ in range(k - 1)])
+    fig = Spec(rows=k, cols=2, column_widths=[0.7, 0.3], shared_xaxes=True,
+               horizontal_spacing=0.09, vertical_spacing=gap / plot_px, row_heights=grid_px,
+               span_last_column=True)
     for i, (label, plan) in enumerate(zip(labels, plans)):
         _grid(fig, i + 1, label, plan, f, unit, dark, first=i == 0, seat_px=seat_px)
-        fig.add_annotation(
+        fig.annotate(
             text=f"<b>{label}</b>: {plan['steps']} steps, {fmt_time(plan['duration'], unit)}, "
                  f"{plan['throughput']:.0f} output tokens/s",
-            x=0, y=1, xref=f"x{2 * i + 1 if i else ''} domain",
-            yref=f"y{2 * i + 1 if i else ''} domain", xanchor="left",
-            yanchor="bottom", showarrow=False, font=dict(color=colours[i], size=12))
+            x=0, y=1, xref=f"x{fig.ref(i + 1, 1)} domain", yref=f"y{fig.ref(i + 1, 1)} domain",
+            xanchor="left", yanchor="bottom", showarrow=False,
+            font=dict(color=colours[i], size=12))
     if plans:
         _latencies(fig, labels, plans, colours)
     time_axis(fig, unit, span * f, row=k, col=1)
     for i in range(1, k):
         time_axis(fig, unit, span * f, row=i, col=1)
-    fig.update_xaxes(title_text=f"time ({unit})", title_standoff=6, row=k, col=1)
+    fig.xaxes(title=dict(text=f"time ({unit})", standoff=6), row=k, col=1)
     fig.update_layout(height=height, barmode="overlay", uniformtext=dict(minsize=8, mode="hide"),
                       legend=dict(orientation="h", x=0, xanchor="left", y=-62 / plot_px,
                                   yanchor="top", traceorder="normal", itemsizing="constant"),
                       margin=dict(t=top, b=bottom))
     if len(plans) > 1:
         # its own line under the title's clock line (a long clock line ran into it)
-        fig.add_annotation(text=ratio_text(labels, plans), x=0, y=1 + 34 / plot_px,
-                           xref="paper", yref="paper", xanchor="left", yanchor="bottom",
-                           align="left", showarrow=False, font=dict(size=13))
-    from inferlab.lab.figures import style
-    return style(fig, title, clock, dark=dark)
+        fig.annotate(text=ratio_text(labels, plans), x=0, y=1 + 34 / plot_px,
+                     xref="paper", yref="paper", xanchor="left", yanchor="bottom",
+                     align="left", showarrow=False, font=dict(size=13))
+    return fig.style(title, clock, dark=dark)

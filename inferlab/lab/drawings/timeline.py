@@ -15,12 +15,14 @@ Time ticks are plotly's round ones in one unit: ms for a run under 2 s, s above.
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from inferlab.lab import palette
 
+from .spec import Spec
+
 LANE_PX = 22            # height of one request's lane
 STRIP_PX = 64           # height of each per-step strip
+HOVER = "%{hovertext}<extra></extra>"    # hover: one prepared string per bar or mark
 END_KINDS = {"finished": "finished", "aborted": "aborted", "rejected": "rejected"}
 
 
@@ -41,10 +43,10 @@ def ink(dark: bool) -> str:
     return palette.NEUTRAL["dark"]["fg"] if dark else palette.PHASE["finished"]
 
 
-def time_axis(fig: go.Figure, unit: str, span: float, **where) -> None:
+def time_axis(fig: Spec, unit: str, span: float, **where) -> None:
     """Round ticks in ``unit``, from 0 to a little past ``span`` (already in ``unit``)."""
-    fig.update_xaxes(range=[0, max(span, 1e-9) * 1.02], exponentformat="none",
-                     separatethousands=False, rangemode="nonnegative", **where)
+    fig.xaxes(range=[0, max(span, 1e-9) * 1.02], exponentformat="none",
+              separatethousands=False, rangemode="nonnegative", **where)
 
 
 def short_label(rid: str, most: int = 16) -> str:
@@ -52,14 +54,14 @@ def short_label(rid: str, most: int = 16) -> str:
     return rid if len(rid) <= most else "\u2026" + rid[-(most - 1):]
 
 
-def request_axis(fig: go.Figure, order, **where) -> None:
+def request_axis(fig: Spec, order, **where) -> None:
     """Requests as categories in ``order``, the first at the top, one lane each, labelled
     with ``short_label`` (the whole id on hover); at least three lanes' room."""
     n = max(len(order), 3)
-    fig.update_yaxes(type="category", categoryorder="array", categoryarray=list(order)[::-1],
-                     tickvals=list(order), ticktext=[short_label(r) for r in order],
-                     range=[len(order) - 0.5 - n, len(order) - 0.5], showgrid=False, ticks="",
-                     fixedrange=True, automargin=True, **where)
+    fig.yaxes(type="category", categoryorder="array", categoryarray=list(order)[::-1],
+              tickvals=list(order), ticktext=[short_label(r) for r in order],
+              range=[len(order) - 0.5 - n, len(order) - 0.5], showgrid=False, ticks="",
+              fixedrange=True, automargin=True, **where)
 
 
 def int_ticks(top: float, most: int = 3) -> int:
@@ -82,83 +84,86 @@ def _lanes(fig, segments, t0, f, unit, upto, min_s):
     for kind in ("queued", "prefill", "decode", "preempted"):
         ss = [s for s in segments if s.kind == kind and (upto is None or s.t0 <= upto)
               and (kind in ("prefill", "decode") or cut(s.t1) - s.t0 >= min_s)]
-        if not ss:
-            continue          # a legend entry only for what occurs (and can be seen)
-        fig.add_trace(go.Bar(
-            orientation="h", name=kind, marker=dict(color=palette.PHASE[kind], line_width=0),
+        # every kind's trace, always (the live widget updates them in place); a legend entry
+        # only for what occurs (and can be seen)
+        fig.add(dict(
+            type="bar", orientation="h", name=kind, showlegend=bool(ss),
+            marker=dict(color=palette.PHASE[kind], line=dict(width=0)),
             y=[s.request_id for s in ss], base=[(s.t0 - t0) * f for s in ss],
             x=[max(cut(s.t1) - s.t0, 0.0) * f for s in ss], legendgroup=kind,
-            customdata=[[fmt_time(s.t0 - t0, unit), fmt_time(cut(s.t1) - s.t0, unit),
-                         s.tokens, s.step0, s.step1] for s in ss],
-            hovertemplate="%{y} " + kind + " from %{customdata[0]} for %{customdata[1]}"
-                          + ("" if kind in ("queued", "preempted") else
-                             ", %{customdata[2]} tokens")
-                          + ", steps %{customdata[3]}-%{customdata[4]}<extra></extra>"),
-            row=1, col=1)
+            hovertext=[f"{s.request_id} {kind} from {fmt_time(s.t0 - t0, unit)} for "
+                       f"{fmt_time(cut(s.t1) - s.t0, unit)}"
+                       + ("" if kind in ("queued", "preempted") else f", {s.tokens} tokens")
+                       + f", steps {s.step0}-{s.step1}" for s in ss],
+            hovertemplate=HOVER), row=1, col=1)
 
 
 def _ends(fig, finish, order, t0, f, unit, upto, dark):
-    if not finish:
-        return
     lane = set(order)
     for kind, symbol in (("finished", "line-ns"), ("aborted", "x-thin"), ("rejected", "x-thin")):
-        es = [(r, tt) for r, (tt, k) in finish.items()
+        es = [(r, tt) for r, (tt, k) in (finish or {}).items()
               if k == kind and r in lane and (upto is None or tt <= upto)]
-        if not es:
-            continue
-        fig.add_trace(go.Scatter(
-            x=[(tt - t0) * f for _, tt in es], y=[r for r, _ in es], mode="markers",
-            name=END_KINDS[kind], legendgroup=kind, cliponaxis=False,
+        fig.add(dict(
+            type="scatter", x=[(tt - t0) * f for _, tt in es], y=[r for r, _ in es],
+            mode="markers", name=END_KINDS[kind], legendgroup=kind, cliponaxis=False,
+            showlegend=bool(es),
             marker=dict(symbol=symbol, size=LANE_PX - 4, line=dict(width=2.5, color=ink(dark)),
                         color=ink(dark)),
-            customdata=[fmt_time(tt - t0, unit) for _, tt in es],
-            hovertemplate="%{y} " + kind + " at %{customdata}<extra></extra>"), row=1, col=1)
+            hovertext=[f"{r} {kind} at {fmt_time(tt - t0, unit)}" for r, tt in es],
+            hovertemplate=HOVER), row=1, col=1)
 
 
 def _strips(fig, steps, t0, f, unit, upto, px_per_unit):
     st = [s for s in steps if upto is None or s["t0"] <= upto]
-    if not st:
-        return
     xs = [(s["t0"] - t0) * f for s in st]
     # a one-pixel gap between neighbouring steps marks each boundary, while the bars stay
     # wide enough to see (a dense run gets thinner gaps rather than no bars)
     px = 1.0 / px_per_unit
     ws = [max(w - px, w * 0.6) for w in ((s["t1"] - s["t0"]) * f for s in st)]
-    hover = [[s.get("step", i), fmt_time(s["t0"] - t0, unit), fmt_time(s["t1"] - s["t0"], unit),
-              s["prefill"], s["decode"], s.get("running", "")] for i, s in enumerate(st)]
+    # hover texts as one string each: plotly walks every element of a nested customdata
+    hover = [f"step {s.get('step', i)} at {fmt_time(s['t0'] - t0, unit)} for "
+             f"{fmt_time(s['t1'] - s['t0'], unit)}: {s['prefill']} prefill + {s['decode']} "
+             f"decode tokens, {s.get('running', '')} running" for i, s in enumerate(st)]
     for row, key in ((2, "prefill"), (3, "decode")):
-        fig.add_trace(go.Bar(
-            x=xs, y=[s[key] for s in st], width=ws, offset=0, name=f"{key} tokens per step",
-            marker=dict(color=palette.PHASE[key], line_width=0),
-            showlegend=False, legendgroup=key, customdata=hover,
-            hovertemplate="step %{customdata[0]} at %{customdata[1]} for %{customdata[2]}: "
-                          "%{customdata[3]} prefill + %{customdata[4]} decode tokens, "
-                          "%{customdata[5]} running<extra></extra>"), row=row, col=1)
-        top = max(max(s[key] for s in st), 1)
-        fig.update_yaxes(range=[0, top * 1.15], dtick=int_ticks(top), row=row, col=1)
+        fig.add(dict(
+            type="bar", x=xs, y=[s[key] for s in st], width=ws, offset=0,
+            name=f"{key} tokens per step",
+            marker=dict(color=palette.PHASE[key], line=dict(width=0)),
+            showlegend=False, legendgroup=key, hovertext=hover, hovertemplate=HOVER),
+            row=row, col=1)
+        top = max([s[key] for s in st] + [1])
+        fig.yaxes(range=[0, top * 1.15], dtick=int_ticks(top), row=row, col=1)
         # the strip's name inside it, top left: no axis title to collide with its ticks
-        fig.add_annotation(text=f"{key} tokens per step", showarrow=False, x=0.005, y=1.0,
-                           xref="x domain", yref=f"y{row} domain", xanchor="left",
-                           yanchor="bottom", font=dict(size=11))
+        fig.annotate(text=f"{key} tokens per step", showarrow=False, x=0.005, y=1.0,
+                     xref="x domain", yref=f"y{row} domain", xanchor="left",
+                     yanchor="bottom", font=dict(size=11))
 
 
 def timeline(segments, order, steps, t0: float = 0.0, title: str = "Scheduler timeline",
              clock: str | None = None, upto: float | None = None, finish: dict | None = None,
              dark: bool = False, width: int = 900) -> go.Figure:
+    """The scheduler timeline as a plotly figure: see ``spec``."""
+    return go.Figure(spec(segments, order, steps, t0, title=title, clock=clock, upto=upto,
+                          finish=finish, dark=dark, width=width))
+
+
+def spec(segments, order, steps, t0: float = 0.0, title: str = "Scheduler timeline",
+         clock: str | None = None, upto: float | None = None, finish: dict | None = None,
+         dark: bool = False, width: int = 900) -> dict:
     """The scheduler timeline of ``segments`` (lanes.Segment) in lanes ``order`` (arrival
     order, first at the top), ``steps`` (dicts with t0, t1, prefill, decode and optionally
     step, running, budget) and ``finish`` (request id -> (time, finished|aborted|rejected));
     times in seconds on the engine clock, drawn from ``t0``; ``upto`` cuts the picture at a
-    time (the view's scrubber)."""
-    from inferlab.lab.figures import style
+    time (the view's scrubber). A plain dict (``spec.Spec``); the same traces in the same
+    order at every step, so the live widget updates them in place."""
     ends = [tt for tt, _ in (finish or {}).values()]
     # the whole run's time axis even when cut at ``upto``: scrubbing fills it in, steadily
     span = max([s.t1 for s in segments] + [s["t1"] for s in steps] + ends + [t0]) - t0
     f, unit = time_unit(span)
     height = height_for(len(order))
     n = max(len(order), 3)
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=24 / height,
-                        row_heights=[n * LANE_PX, STRIP_PX, STRIP_PX])
+    fig = Spec(rows=3, shared_xaxes=True, vertical_spacing=24 / height,
+               row_heights=[n * LANE_PX, STRIP_PX, STRIP_PX])
     px_per_s = (width - 100) / max(span, 1e-12)      # the plot is about 100 px narrower
     _lanes(fig, segments, t0, f, unit, upto, 0.5 / px_per_s)
     _ends(fig, finish, order, t0, f, unit, upto, dark)
@@ -166,12 +171,12 @@ def timeline(segments, order, steps, t0: float = 0.0, title: str = "Scheduler ti
     fig.update_layout(barmode="overlay", bargap=0.3, height=height, showlegend=True,
                       legend=dict(traceorder="normal"), hovermode="closest")
     request_axis(fig, order, row=1, col=1)
-    fig.update_yaxes(fixedrange=True, row=2, col=1)
-    fig.update_yaxes(fixedrange=True, row=3, col=1)
+    fig.yaxes(fixedrange=True, row=2, col=1)
+    fig.yaxes(fixedrange=True, row=3, col=1)
     time_axis(fig, unit, span * f)
-    fig.update_xaxes(title_text=f"time ({unit})", row=3, col=1)
-    fig.update_xaxes(showgrid=True, row=1, col=1)
-    return style(fig, title, clock, dark=dark)
+    fig.xaxes(title=dict(text=f"time ({unit})"), row=3, col=1)
+    fig.xaxes(showgrid=True, row=1, col=1)
+    return fig.style(title, clock, dark=dark)
 
 
 def from_trace(trace, title: str = "Scheduler timeline", dark: bool = False) -> go.Figure:

@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 
 from inferlab.lab import palette
 
-from .timeline import LANE_PX, fmt_time, request_axis, time_axis, time_unit
+from .spec import Spec
+from .timeline import HOVER, LANE_PX, fmt_time, request_axis, time_axis, time_unit
 
 WRAP = 72            # characters per hover line
 TEXT_MAX = 600       # characters of prompt or answer shown on hover
@@ -37,54 +38,57 @@ def height_for(n: int, top: int = 100, bottom: int = 55) -> int:
 
 def token_raster(rows, title: str = "Token stream", clock: str | None = None,
                  dark: bool = False) -> go.Figure:
+    """The token stream as a plotly figure: see ``spec``."""
+    return go.Figure(spec(rows, title=title, clock=clock, dark=dark))
+
+
+def spec(rows, title: str = "Token stream", clock: str | None = None,
+         dark: bool = False) -> dict:
     """``rows``: dicts with request_id, arrival, times (token times), texts, and optionally
-    prompt; times in seconds from the view's t0. Rows keep their order (arrival order)."""
-    from inferlab.lab.figures import style
+    prompt; times in seconds from the view's t0. Rows keep their order (arrival order).
+    A plain dict (``spec.Spec``) with the same three traces at every step."""
     ids = [r["request_id"] for r in rows]
     span = max([t for r in rows for t in r["times"]] + [r["arrival"] for r in rows] + [0.0])
     f, unit = time_unit(span)
-    fig = go.Figure()
+    fig = Spec()
     waiting = [r for r in rows if r["times"]]
-    if waiting:                              # arrival -> first token, hover: the whole text
-        fig.add_trace(go.Bar(
-            orientation="h", name="waiting for the first token (TTFT)",
-            y=[r["request_id"] for r in waiting], base=[r["arrival"] * f for r in waiting],
-            x=[max(r["times"][0] - r["arrival"], 0.0) * f for r in waiting],
-            marker=dict(color=palette.PHASE["queued"], line_width=0), width=0.45,
-            customdata=[[fmt_time(r["times"][0] - r["arrival"], unit), len(r["times"]),
-                         _wrap(r.get("prompt") or ""), _wrap("".join(r["texts"]))]
-                        for r in waiting],
-            hovertemplate="<b>%{y}</b>: first token after %{customdata[0]}, "
-                          "%{customdata[1]} tokens<br><b>prompt</b> %{customdata[2]}"
-                          "<br><b>answer</b> %{customdata[3]}<extra></extra>"))
+    fig.add(dict(                            # arrival -> first token, hover: the whole text
+        type="bar", orientation="h", name="waiting for the first token (TTFT)",
+        showlegend=bool(waiting),
+        y=[r["request_id"] for r in waiting], base=[r["arrival"] * f for r in waiting],
+        x=[max(r["times"][0] - r["arrival"], 0.0) * f for r in waiting],
+        marker=dict(color=palette.PHASE["queued"], line=dict(width=0)), width=0.45,
+        hovertext=[f"<b>{html.escape(r['request_id'])}</b>: first token after "
+                   f"{fmt_time(r['times'][0] - r['arrival'], unit)}, {len(r['times'])} tokens"
+                   f"<br><b>prompt</b> {_wrap(r.get('prompt') or '')}"
+                   f"<br><b>answer</b> {_wrap(''.join(r['texts']))}" for r in waiting],
+        hovertemplate=HOVER))
     for first, name, phase in ((True, "first token (prefill)", "prefill"),
                                (False, "token (decode)", "decode")):
-        xs, ys, cd = [], [], []
+        xs, ys, hover = [], [], []
         for r in rows:
-            so_far = ""
+            so_far, rid = "", html.escape(r["request_id"])
             for i, (t, x) in enumerate(zip(r["times"], r["texts"])):
                 if (i == 0) == first:
                     gap = t - (r["times"][i - 1] if i else r["arrival"])
                     xs.append(t * f)
                     ys.append(r["request_id"])
-                    cd.append([i, html.escape(repr(x)), fmt_time(t, unit), fmt_time(gap, unit),
-                               _wrap(so_far, CONTEXT)])
+                    # one string per token: plotly walks every element of a nested customdata
+                    hover.append(f"<b>{rid}</b> token {i} {html.escape(repr(x))} at "
+                                 f"{fmt_time(t, unit)} ({'TTFT' if first else '+'} "
+                                 f"{fmt_time(gap, unit)})<br>after: {_wrap(so_far, CONTEXT)}")
                 so_far += x
-        if not xs:
-            continue
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="markers", name=name, customdata=cd, cliponaxis=False,
+        fig.add(dict(
+            type="scatter", x=xs, y=ys, mode="markers", name=name, hovertext=hover,
+            cliponaxis=False, showlegend=bool(xs), hovertemplate=HOVER,
             marker=dict(symbol="line-ns", size=LANE_PX - 6,
-                        line=dict(width=2 if first else 1.5, color=palette.PHASE[phase])),
-            hovertemplate="<b>%{y}</b> token %{customdata[0]} %{customdata[1]} at "
-                          "%{customdata[2]} (" + ("TTFT" if first else "+") +
-                          " %{customdata[3]})<br>after: %{customdata[4]}<extra></extra>"))
+                        line=dict(width=2 if first else 1.5, color=palette.PHASE[phase]))))
     request_axis(fig, ids)
     time_axis(fig, unit, span * f)
-    fig.update_xaxes(title_text=f"time ({unit})", showgrid=True)
+    fig.xaxes(title=dict(text=f"time ({unit})"), showgrid=True)
     fig.update_layout(height=height_for(len(ids)), barmode="overlay", showlegend=True,
                       legend=dict(traceorder="normal"))
-    return style(fig, title, clock, dark=dark)
+    return fig.style(title, clock, dark=dark)
 
 
 def rows_from_trace(trace) -> list[dict]:
