@@ -87,6 +87,26 @@ for off, on in zip(rows_off, rows_on):
           f"{on['computed_tokens']:17d} {total_off:21,d} {total_on:19,d}")
 
 # %% [markdown]
+# ## Later turns start later, on this machine
+#
+# The same conversation on this machine's wall clock with the real SmolLM2, at turns spread
+# over the twenty (in smoke mode the first and the last): without a prefix cache each of those turns is
+# sent on its own with the whole conversation so far in it; with the cache the conversation
+# is replayed turn by turn from an empty cache, so each turn finds the earlier ones cached.
+# The label on each point is the number of prompt tokens the turn computed; the bars are the
+# range over the interleaved repeats.
+
+# %%
+show(ch.turns_figure(data))
+
+# %% [markdown]
+# Without the cache the wait before the first word grows with the conversation: twenty turns
+# deep it is a pause of seconds on this CPU (an 8B model on a GPU is faster per token, but
+# its prompts grow just the same). With the cache the first turn pays for the system prompt
+# and tools once; every later turn computes only the last reply and the new question, and
+# starts about as fast as the first.
+
+# %% [markdown]
 # ### The check
 # This cell fails if the effect went the other way.
 

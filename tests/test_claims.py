@@ -157,17 +157,19 @@ def test_every_chapter_with_an_engine_measures_on_smollm2_in_smoke_runs_too(resu
     models = {c.chapter: d.get("model") for c, d, _ in results}
     for chapter in ("ch01_prompt_anatomy", "ch02_tokenization", "ch03_prefill_decode",
                     "ch04_kv_cache", "ch05_batching", "ch06_chunked_prefill",
-                    "ch07_prefix_caching", "ch08_safety_streaming", "ch13_sampling_decode"):
+                    "ch07_prefix_caching", "ch08_safety_streaming", "ch13_sampling_decode",
+                    "ch15_memory_and_price"):
         assert models[chapter] == "SmolLM2-135M-Instruct", (chapter, models[chapter])
 
 
 # the measured claims whose falsification tests/test_claims_falsifiable.py runs (14-stacks:
-# tests/test_claims_stacks.py): with the effect in place (the smoke run above) each holds,
+# tests/test_claims_stacks.py; chapter 15's: tests/test_claims_ch15.py): with the effect in place (the smoke run above) each holds,
 # fully or smaller
-FALSIFIED = ("01-stateless", "02-languages", "03-prefill-decode", "04-kv-waste",
+FALSIFIED = ("01-stateless", "01-later-turns", "02-languages", "03-prefill-decode", "04-kv-waste",
              "04-paged-throughput", "05-throughput", "05-response-time", "07-prefix-reuse",
              "08-input-check", "08-output-check", "13-sampling", "13-decode-length",
-             "13-kv-tradeoff", "13-network", "14-stacks")
+             "13-kv-tradeoff", "13-network", "14-stacks", "15-token-price", "15-long-context",
+             "15-memory")
 
 
 def test_only_measured_claims_are_judged_and_the_card_counts_each_kind(results):

@@ -2,7 +2,8 @@
 SmolLM2) with the effect removed, and the judge must stop saying "holds". With the effect in
 place the same judges hold (tests/test_claims.py, on `inferlab claims --smoke`).
 
-What is removed, claim by claim: prefix caching (01-stateless, 07-prefix-reuse), the
+What is removed, claim by claim: prefix caching (01-stateless, 07-prefix-reuse; for
+01-later-turns a prefix cache on both sides), the
 languages' differences (02: English in every language), input length (03: the same length
 at both ends of the sweep), paging (04: the paged run uses the contiguous layout, same
 memory), continuous batching (05: both runs static), the input check (08-input-check:
@@ -32,6 +33,13 @@ def test_01_without_a_prefix_cache_the_turns_are_not_saved():
     from inferlab.lab.chapters import ch01_prompt_anatomy as ch
     d = ch.measure(smoke=True, deterministic=True, caching=(False, False))
     assert verdict("01-stateless", d) == FAILS
+
+
+def test_01_with_a_prefix_cache_on_both_sides_later_turns_do_not_start_later():
+    from inferlab.lab.chapters import ch01_prompt_anatomy as ch
+    d = ch.measure(smoke=True, caching=(True, True), repeats=1, wall_turns=(1, 10))
+    assert d["runs"]["uncached · wall"][-1]["cached_tokens"] > 0
+    assert verdict("01-later-turns", d) == FAILS
 
 
 def test_02_the_same_text_in_every_language_costs_the_same():

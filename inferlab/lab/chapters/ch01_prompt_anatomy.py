@@ -13,6 +13,7 @@ from .. import palette, protocol
 from ..verdicts import (AFTER, COUNTS, ENTER, FAILS, ILLUSTRATION, Claim, Verdict, direction,
                         pct, wall_warning)
 from . import _kit
+from ._ch01_turns import judge_later_turns, turns_figure   # noqa: F401 (the API)
 
 TITLE = "Prompt anatomy and statelessness"
 CLAIM = ("The input is assembled from system prompt, tool definitions, memory and history; "
@@ -67,7 +68,8 @@ TURNS = [  # (user, assistant): the replies are fixed so every run sends the sam
      "Marta is added. Your booking number is 4471."),
     ("Thanks for all the help!", "My pleasure, Ana. See you, or Marta, on Thursday!"),
 ]
-WALL_TURNS, WALL_TURNS_SMOKE = 5, 3   # the real model on the wall clock: the first few turns
+# the turns timed on the wall clock (the real model), spread over the conversation
+WALL_TURNS, WALL_TURNS_SMOKE = (1, 5, 10, 15, 20), (1, 20)
 SEGMENTS = ("template", "system prompt", "tool definitions", "memory", "history",
             "new message")
 # the segments are told apart by their labels: the rest of the prompt in the baseline grey,
@@ -121,26 +123,30 @@ def tokens_figure(tokens):
                                                f"{typed} of them typed by the user")
 
 
-def replay_turns(eng, turns: int) -> list[dict]:
-    """Send the conversation turn by turn to ``eng`` (one request each, as a chat app does)."""
+def replay_turns(eng, turns, keep=None) -> list[dict]:
+    """Send the conversation turn by turn to ``eng`` (one request each, as a chat app does):
+    turns 1..``turns``, or the turn numbers in ``turns`` when it is a list; ``keep``: the
+    turns whose rows to return (default all)."""
     import inferlab as il
     rows = []
-    for k in range(1, turns + 1):
+    for k in (range(1, turns + 1) if isinstance(turns, int) else turns):
         out = eng.generate([conversation(k)], il.SamplingParams(max_tokens=1, ignore_eos=True),
                            use_tqdm=False)[0]
         m = out.metrics
-        rows.append({"turn": k, "prompt_tokens": m.num_prompt_tokens,
-                     "cached_tokens": m.num_cached_tokens,
-                     "computed_tokens": m.num_prompt_tokens - m.num_cached_tokens,
-                     "ttft": m.ttft})
+        if keep is None or k in keep:
+            rows.append({"turn": k, "prompt_tokens": m.num_prompt_tokens,
+                         "cached_tokens": m.num_cached_tokens,
+                         "computed_tokens": m.num_prompt_tokens - m.num_cached_tokens,
+                         "ttft": m.ttft})
     return rows
 
 
 def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None,
-            caching: tuple[bool, bool] = (False, True)) -> dict:
+            caching: tuple[bool, bool] = (False, True), wall_turns=None) -> dict:
     """The 20-turn conversation on SmolLM2 without and with prefix caching (``caching``:
-    the two runs' setting; a test gives (False, False) to remove the effect), priced on the
-    simulated H100, and unless ``deterministic`` its first turns on the wall clock."""
+    the two runs' setting; a test gives (False, False) or (True, True) to remove the effect),
+    priced on the simulated H100, and unless ``deterministic`` the turns ``wall_turns``
+    (default: ``WALL_TURNS``, spread over the conversation) on the wall clock."""
     _kit.seed_everything(0)
     tok = _kit.tokenizer()
     tokens = anatomy(tok, turn=3)
@@ -155,8 +161,8 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
     data = {"tokens": tokens, "counts": counts, "runs": runs, "clock_sim": _kit.SIM_LABEL,
             "model": eng.model_name}
     if not deterministic:
-        turns = WALL_TURNS_SMOKE if smoke else WALL_TURNS
-        data["wall"] = _measure_wall(smoke, turns, repeats or (2 if smoke else 5), runs)
+        turns = list(wall_turns or (WALL_TURNS_SMOKE if smoke else WALL_TURNS))
+        data["wall"] = _measure_wall(turns, repeats or (2 if smoke else 3), runs, caching)
     return data
 
 
@@ -167,30 +173,38 @@ def recompute_totals(rows: list[dict]) -> dict:
             "first": rows[0]["computed_tokens"]}
 
 
-def _measure_wall(smoke: bool, turns: int, repeats: int, runs: dict) -> dict:
+def _measure_wall(turns: list[int], repeats: int, runs: dict, caching=(False, True)) -> dict:
     """Wall clock on this machine, uncached and cached conversations interleaved (A B A B),
-    on the real SmolLM2 (smoke runs fewer turns). Each row's TTFT is the median over the
-    repeats, with its range in ``ttft_lo`` / ``ttft_hi``."""
-    off = _kit.engine(None, enable_prefix_caching=False)
-    on = _kit.engine(None, enable_prefix_caching=True)
-    _kit.warm_up(off)
-    _kit.warm_up(on)
+    on the real SmolLM2, at the turns ``turns``: without a cache each of those turns is sent
+    alone (the conversation so far in it, as always); with one the whole conversation is
+    replayed up to the last of them, from an empty cache every repeat, so each turn finds
+    its earlier turns cached. Each row's TTFT is the median over the repeats, with its range
+    in ``ttft_lo`` / ``ttft_hi``."""
+    engines = {arm: _kit.engine(None, enable_prefix_caching=cache)
+               for arm, cache in zip(("uncached", "cached"), caching)}
 
-    def cached():
-        on.reset_prefix_cache()          # every repeat starts from an empty cache
-        return replay_turns(on, turns)
-    res = protocol.compare({"uncached": lambda: replay_turns(off, turns), "cached": cached},
-                           repeats)
-    for arm, reps in res.runs.items():
+    def arm(name):
+        eng = engines[name]
+        if not eng.config.enable_prefix_caching:
+            return lambda: replay_turns(eng, turns)
+
+        def replay():
+            eng.reset_prefix_cache()          # every repeat starts from an empty cache
+            return replay_turns(eng, max(turns), keep=set(turns))
+        return replay
+    for eng in engines.values():
+        _kit.warm_up(eng)
+    res = protocol.compare({name: arm(name) for name in engines}, repeats)
+    for name, reps in res.runs.items():
         rows = []
         for k, row in enumerate(reps[0]):
             sp = protocol.spread(rep[k]["ttft"] for rep in reps)
             rows.append({**row, "ttft": sp.median, "ttft_lo": sp.lo, "ttft_hi": sp.hi})
-        runs[f"{arm} · wall"] = rows
+        runs[f"{name} · wall"] = rows
     # the later turns' summed TTFT, per repeat: what the cache saves on this machine
     later = lambda rep: sum(r["ttft"] for r in rep[1:])
-    return {**res.meta(), "later_turns_ttft": {arm: res.spread(arm, later).as_dict()
-                                               for arm in res.runs}}
+    return {**res.meta(), "turns": turns,
+            "later_turns_ttft": {name: res.spread(name, later).as_dict() for name in res.runs}}
 
 
 def _arm_marker(cached: bool) -> dict:
@@ -259,8 +273,9 @@ def summary(data: dict) -> str:
 
 # --- the chapter's claims: how each is measured and judged --------------------------------------
 def measure_for_claims(smoke: bool) -> dict:
-    """The measurement every claim below is judged on (``claims.run_all``)."""
-    return measure(smoke=smoke, deterministic=True)
+    """The measurement every claim below is judged on (``claims.run_all``): token counts on
+    the simulated clock, and the timed turns on the wall clock (01-later-turns)."""
+    return measure(smoke=smoke)
 
 
 def judge_assembly(d: dict) -> Verdict:
@@ -311,4 +326,9 @@ CLAIMS = (
           "whole conversation again, unless a prefix cache keeps the earlier turns' KV.",
           f"{ENTER}; the prefix-cache caveat: {AFTER}", "ch01_prompt_anatomy",
           measure_for_claims, judge_stateless),
+    Claim("01-later-turns", "Deep into a conversation the answer starts later: without a "
+          "prefix cache every turn prefills the whole conversation again, so the time to the "
+          "first token grows turn by turn (to a pause of a second or more).",
+          f"{ENTER}; the prefix-cache caveat: {AFTER}", "ch01_prompt_anatomy",
+          measure_for_claims, judge_later_turns),
 )
