@@ -113,7 +113,9 @@ cmp
 # Every run adds a row to the table under the controls (throughput, TTFT and inter-token
 # latency p50/p99, peak KV use and waste, preemptions, recomputed tokens, and the knobs that
 # differ); pick two runs and **Compare** puts them side by side. The chapters 01-10 each take
-# one claim about inference and test it on this engine.
+# one claim about inference and test it on this engine; chapter 15 (`15_memory_and_price`)
+# prices a prompt token against a generated one, counts how many long requests a KV budget
+# runs at once, and shows where the memory goes.
 
 # %%
 lab = Lab(num_requests=6 if SMOKE else 12, max_tokens=32 if SMOKE else 64)
