@@ -1,8 +1,9 @@
 """Browser test: a real JupyterLab in Debian's chromium runs a notebook with every view.
 
-Checks each view renders its own DOM during a live run, the replayed KV map's scrubber
-round-trips through Python, the Lab's run and stop buttons work, the console stays clean,
-in the light and the dark theme. Screenshots go to a temp dir and docs/screenshots/.
+Checks each view draws its plotly plot during a live run, the replayed KV map's scrubber
+round-trips through Python, the plot's title and legend are those of ``view.figure()``, the
+Lab's run and stop buttons work, the console stays clean, in the light and the dark theme
+(the plots recolour). Screenshots go to a temp dir and build/screenshots/.
 """
 import json
 import os
@@ -14,6 +15,7 @@ import urllib.request
 
 import pytest
 
+from inferlab.lab import palette
 from inferlab.tools.jupyter import CHROMIUM, browser_page, run_all, write_notebook
 
 pytestmark = pytest.mark.browser
@@ -39,10 +41,24 @@ CELLS = [
     "('static', dict(scheduler='static')), ('continuous', dict(scheduler='continuous')), "
     "model='tiny', num_blocks=64, block_size=4, max_num_seqs=4); cmp",
     # one request at a time: ~3,000 steps, so Stop lands mid-run however fast a step is
+    # vLLM's prefix cache from the golden KV frames of a real vLLM run (tests/vllm_golden.py)
+    f"import sys\nsys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})\n"
+    "from vllm_golden import golden_trace\n"
+    "vkv = VllmPrefixCache(golden_trace(), title='vLLM prefix cache (replay)'); vkv",
+    # what each view's figure() says, for the browser to match (title, legend entries)
+    "import json\nshown = lambda f: [t.name for t in f.data if t.showlegend is not False] "
+    "if f.layout.showlegend is not False else []\n"
+    "json.dump({k: {'title': v.figure().layout.title.text, 'legend': shown(v.figure())} for k, v "
+    "in {'ts': ts, 'tl': tl, 'kv': replay, 'cmp': cmp, 'vkv': vkv}.items()}, "
+    "open('expected.json', 'w')); 'written'",
+    # one request at a time: ~3,000 steps, so Stop lands mid-run however fast a step is
     "lab = Lab('tiny', workload_kind='random tokens: synthetic', num_requests=200, rate=0.0, "
     "max_num_seqs=1); lab",
 ]
-
+# each view's root element in the page (the Lab's own views come after these), tagged
+# with an id ("#il-view-ts", ...) once they are all there
+ROOTS = {"ts": (".il-token-stream", 0), "tl": (".il-timeline", 0), "kv": (".il-kv-map", 1),
+         "cmp": (".il-compare", 0), "vkv": (".il-vllm-kv", 0)}
 
 def _notebook(path):
     write_notebook(path, CELLS)
@@ -88,7 +104,7 @@ def test_views_in_jupyterlab(lab_server, tmp_path):
     with sync_playwright() as p:
         browser, page = browser_page(p, errors)
         try:
-            draws = _drive(page, url, token, tmp_path)
+            draws = _drive(page, url, token, tmp_path, root)
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
             shutil.copy(tmp_path / "failure.png", pathlib.Path(tempfile.gettempdir(), "il_browser_failure.png"))
@@ -101,39 +117,95 @@ def test_views_in_jupyterlab(lab_server, tmp_path):
     # every kind of view drew (how fast is `inferlab bench widgets`' business, not a test's)
     assert sum(n > 0 for n in draws) >= 4, draws
     for name in ("token_stream.png", "scheduler_timeline.png", "kv_block_map.png", "lab.png",
-                 "batching_comparison.png", "scheduler_timeline_dark.png"):
+                 "batching_comparison.png", "vllm_prefix_cache.png",
+                 "scheduler_timeline_dark.png"):
         assert (tmp_path / name).stat().st_size > 5000
 
 
-def _drive(page, url, token, tmp_path):
+def _tag(page) -> None:
+    page.evaluate("""roots => { for (const [k, [sel, i]] of Object.entries(roots))
+        document.querySelectorAll(sel)[i].id = 'il-view-' + k; }""", ROOTS)
+
+
+PLOT_TEXT = """sel => {
+    const root = document.querySelector(sel);
+    const t = root.querySelector('.js-plotly-plot .gtitle');
+    return {title: t ? t.textContent : '',
+            legend: [...root.querySelectorAll('.legendtext')].map(e => e.textContent)}; }"""
+
+
+def _plain(html: str) -> str:
+    """A plotly title as its SVG text reads: tags gone (a <br> is a new line), no spaces."""
+    return re.sub(r"\s+", "", re.sub(r"<[^>]+>", "", html or ""))
+
+
+def _same_as_figure(page, key: str, expected: dict) -> None:
+    """The plot's title and legend entries in the page are those of ``figure()``."""
+    want = {"title": _plain(expected["title"]), "legend": sorted(expected["legend"])}
+    assert want["title"] and want["legend"], (key, want)
+    got = None
+    for _ in range(60):             # the last redraw may still be on its way (throttled)
+        got = page.evaluate(PLOT_TEXT, f"#il-view-{key}")
+        got = {"title": _plain(got["title"]), "legend": sorted(got["legend"])}
+        if got == want:
+            return
+        page.wait_for_timeout(250)
+    assert got == want, key
+
+
+def _rgb(hex_colour: str) -> str:
+    h = hex_colour.lstrip("#")
+    return "rgb({}, {}, {})".format(*(int(h[i:i + 2], 16) for i in (0, 2, 4)))
+
+
+THEME_JS = """sel => {
+    const p = document.querySelector(sel + ' .js-plotly-plot');
+    const svg = p.querySelector('.main-svg'), t = p.querySelector('.gtitle');
+    return {bg: getComputedStyle(svg).backgroundColor, fg: t ? t.style.fill : ''}; }"""
+
+
+def _drive(page, url, token, tmp_path, root):
         _put_setting(url, token, "notification", {"fetchNews": "false"})
         run_all(page, url, token, "views.ipynb")
         # live: each view shows real content while the workload runs
-        page.wait_for_selector(".il-token-stream .il-chip", timeout=90_000)
-        page.wait_for_selector(".il-timeline canvas", timeout=30_000)
+        page.wait_for_selector(".il-token-stream .js-plotly-plot .point", timeout=90_000)
+        page.wait_for_selector(".il-timeline .js-plotly-plot .point", timeout=30_000)
         page.wait_for_selector(".il-kv-map .js-plotly-plot", timeout=30_000)
         page.wait_for_function(
             "document.querySelectorAll('.il-lab-run').length > 0", timeout=120_000)
         page.wait_for_selector(".il-compare .il-cmp-table td", timeout=60_000)
-        page.wait_for_function("[...document.querySelectorAll('.il-token-stream .il-stats')]"
-                               ".some(e => /10 requests/.test(e.textContent))", timeout=60_000)
+        page.wait_for_selector(".il-vllm-kv .js-plotly-plot .point", timeout=60_000)
+        # every request has its lane in the token stream (the box scrolls, none is cut)
+        page.wait_for_function("document.querySelector('.il-token-stream')"
+                               ".querySelectorAll('.ytick').length === 10", timeout=60_000)
+        # each plot says what its view's figure() says: the same title and legend entries
+        _tag(page)
+        page.wait_for_function("() => !!document.querySelector('#il-view-vkv .gtitle')",
+                               timeout=60_000)
+        for _ in range(240):
+            if (root / "expected.json").exists():
+                break
+            page.wait_for_timeout(250)
+        expected = json.loads((root / "expected.json").read_text())
+        assert set(expected) == set(ROOTS)
+        for key, exp in expected.items():
+            _same_as_figure(page, key, exp)
         # replay: move the scrubber; Python recomputes the map at that step and sends it back
-        replay = ".il-kv-map >> nth=1"
-        page.locator(replay).scroll_into_view_if_needed()
+        page.locator("#il-view-kv").scroll_into_view_if_needed()
         page.eval_on_selector_all(".il-kv-map .il-scrub-input", """els => {
             const e = els[1]; e.value = 3; e.dispatchEvent(new Event('input')); }""")
         page.wait_for_function("document.querySelectorAll('.il-kv-map')[1].dataset.shown === '3'",
                                timeout=20_000)
-        # hover the live timeline: a tooltip names a request
-        tl = page.locator(".il-timeline canvas").first
-        tl.scroll_into_view_if_needed()
-        box = tl.bounding_box()
-        tl.hover(position={"x": box["width"] * 0.3, "y": 5})
-        for name, sel in [("token_stream.png", ".il-token-stream"),
-                          ("scheduler_timeline.png", ".il-timeline"),
-                          ("kv_block_map.png", ".il-kv-map >> nth=1"),
-                          ("batching_comparison.png", ".il-compare")]:
-            _shot(page, sel, name, tmp_path)
+        # hover a bar of the live timeline: plotly's hover label names its request and phase
+        bar = page.locator("#il-view-tl .barlayer .point path").first
+        bar.scroll_into_view_if_needed()
+        bar.hover(force=True)
+        page.wait_for_function("/ from .* steps /.test(document.querySelector('#il-view-tl "
+                               ".hoverlayer')?.textContent || '')", timeout=10_000)
+        for name, key in [("token_stream.png", "ts"), ("scheduler_timeline.png", "tl"),
+                          ("kv_block_map.png", "kv"), ("batching_comparison.png", "cmp"),
+                          ("vllm_prefix_cache.png", "vkv")]:
+            _shot(page, f"#il-view-{key}", name, tmp_path)
         # the Lab: run starts a background run, stop stops it
         page.locator(".il-lab-run").scroll_into_view_if_needed()
         page.click(".il-lab-run")
@@ -150,6 +222,9 @@ def _drive(page, url, token, tmp_path):
             print("Lab status:", status)
         assert re.search(r"stopped: run 1, \d+/200 requests finished", status), status
         _shot(page, ".il-lab", "lab.png", tmp_path)
+        light = page.evaluate(THEME_JS, "#il-view-tl")
+        assert light == {"bg": _rgb(palette.NEUTRAL["light"]["bg"]),
+                         "fg": _rgb(palette.NEUTRAL["light"]["fg"])}, light
         # dark theme, switched live from the Settings menu: the views recolour
         page.click(".lm-MenuBar-itemLabel:text-is('Settings')")
         page.hover(".lm-Menu-itemLabel:text-is('Theme')")
@@ -157,16 +232,15 @@ def _drive(page, url, token, tmp_path):
         page.wait_for_function("document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
         page.wait_for_timeout(1500)
         assert page.evaluate("document.body.dataset.jpThemeLight") == "false"
-        # the canvases redraw in the new theme: the timeline's request labels turn light
-        # (they were left dark-on-dark until the next data change)
-        labels = page.evaluate("""() => {
-            const c = document.querySelector('.il-timeline canvas');
-            const d = c.getContext('2d').getImageData(0, 0, 50, c.height).data;
-            let m = 0;
-            for (let i = 0; i < d.length; i += 4) m = Math.max(m, (d[i] + d[i + 1] + d[i + 2]) / 3 * d[i + 3] / 255);
-            return m; }""")
-        assert labels > 100, f"timeline labels drawn dark on the dark theme (brightest {labels:.0f})"
-        _shot(page, ".il-timeline", "scheduler_timeline_dark.png", tmp_path)
-        _shot(page, ".il-kv-map >> nth=1", "kv_block_map_dark.png", tmp_path)
+        # every plot is redrawn in the dark template: its paper and its text change colour
+        dark = {"bg": _rgb(palette.NEUTRAL["dark"]["bg"]), "fg": _rgb(palette.NEUTRAL["dark"]["fg"])}
+        for key in ROOTS:
+            page.wait_for_function(f"(() => {{ const c = ({THEME_JS})('#il-view-{key}'); "
+                                   f"return c.bg === {dark['bg']!r} && c.fg === {dark['fg']!r}; }})()",
+                                   timeout=20_000)
+        for name, key in [("scheduler_timeline_dark.png", "tl"), ("kv_block_map_dark.png", "kv"),
+                          ("token_stream_dark.png", "ts"), ("batching_comparison_dark.png", "cmp"),
+                          ("vllm_prefix_cache_dark.png", "vkv")]:
+            _shot(page, f"#il-view-{key}", name, tmp_path)
         return page.evaluate("[...document.querySelectorAll('.il-view')]"
                              ".map(e => parseInt(e.dataset.draws || '0', 10))")

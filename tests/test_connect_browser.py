@@ -1,22 +1,18 @@
-"""The vLLM prefix-cache view drawn in headless chromium, without JupyterLab: its ESM loaded
+"""The vLLM prefix-cache view's HTML in headless chromium, without JupyterLab: its ESM loaded
 with a stand-in anywidget model holding the view's synced state, from a trace built out of
 the golden KV frames of a real vLLM run (stored, evicted, cleared) plus connector warnings.
-It draws every node, shows the notes and the warnings, answers hover, and logs no error.
+It shows vLLM's numbers, the notes and the warnings, and logs no error. The tree itself is
+a plotly FigureWidget, a child widget that needs a widget manager: test_browser.py checks
+it in a real JupyterLab (its title and legend against ``figure()``).
 """
 import base64
 import json
 import os
-import pathlib
 
 import pytest
-
-from inferlab.connect.feeds.hash_tree import HashTree
-from inferlab.connect.wire.kv_events import decode_frame
-from inferlab.core.events import StepRecord
-from inferlab.observe.trace import Trace
+from vllm_golden import golden_trace
 
 pytestmark = pytest.mark.browser
-FIX = pathlib.Path(__file__).parent / "fixtures"
 
 PAGE = """<!doctype html><html><head><style>%s</style></head><body>
 <div id="out" style="width: 900px"></div>
@@ -38,25 +34,6 @@ window.done = true;
 </script></body></html>"""
 
 
-def golden_trace() -> Trace:
-    frames = json.loads((FIX / "vllm_kv_frames.json").read_text())["frames"]
-    tree = HashTree(1)
-    trace = Trace({"clock": "wall (vLLM)", "config": {"kv_ids": "vllm-block-hashes",
-                                                      "dp_ranks": 1},
-                   "vllm_warnings": ["KV events from ipc:///x: 2 batches of KV events lost "
-                                     "(seq 3..4) (no replay endpoint was given)"]})
-    for k, f in enumerate(frames):
-        b = decode_frame([base64.b64decode(p) for p in f])
-        kv = [e for ev in b.events for e in tree.apply(0, ev)]
-        trace(StepRecord(step=k, t_start=k * 0.1, t_end=k * 0.1 + 0.05, wall_duration=0.05,
-                         sim_duration=None, clock="wall (vLLM)", batch=[],
-                         num_batched_tokens=0, token_budget=2048, emitted=[],
-                         request_events=[], kv_events=kv, kv_blocks_used=3,
-                         kv_blocks_total=40, kv_tokens_used=96, kv_slots_allocated=96,
-                         num_running=1, num_waiting=0, block_size=32))
-    return trace
-
-
 def synced_state(view) -> dict:
     out = {}
     for name in view.keys:
@@ -68,7 +45,7 @@ def synced_state(view) -> dict:
     return out
 
 
-def test_the_prefix_cache_view_draws_in_chromium(tmp_path):
+def test_the_prefix_cache_view_shows_numbers_notes_and_warnings(tmp_path):
     from inferlab.tools.jupyter import CHROMIUM, browser_page
     from inferlab.widgets.vllm_kv import VllmPrefixCache
     if not os.path.exists(CHROMIUM):
@@ -85,21 +62,13 @@ def test_the_prefix_cache_view_draws_in_chromium(tmp_path):
         try:
             page.set_content(html)
             page.wait_for_function("window.done === true", timeout=10000)
-            page.wait_for_function("document.querySelector('.il-vllm-kv').dataset.draws > 0",
-                                   timeout=10000)
             root = page.locator(".il-vllm-kv")
-            assert int(root.get_attribute("data-nodes")) == len(view.nodes())
+            assert int(root.get_attribute("data-nodes")) == len(view.nodes()) > 0
             assert root.get_attribute("data-warnings") == "1"
             text = root.inner_text()
             assert "no request and no physical block" in text and "batches of KV events lost" \
                 in text and f"{s['cached']} blocks cached" in text
-            n = view.nodes()[0]                      # hover the first node: its tooltip
-            box = page.locator(".il-vkv-canvas").bounding_box()
-            # the view's own geometry (vllm_kv.js): its root is the 900 px #out div
-            dx = max(6, min(80, (900 - 22 - 16) / max(m["depth"] for m in view.nodes())))
-            page.mouse.move(box["x"] + 4 + (n["depth"] - 0.5) * dx,
-                            box["y"] + 2 + (n["row"] + 0.5) * 18)
-            assert f"block #{n['id']}" in page.locator(".il-tooltip").inner_text()
+            assert "vLLM KV usage 3/40 blocks" in text and "block = 32 tokens" in text
             page.screenshot(path=str(tmp_path / "vllm_prefix_cache.png"))
         finally:
             browser.close()

@@ -184,3 +184,25 @@ def test_png_export_at_its_own_height(runs, tmp_path, which):
            "comparison": lambda: comparison.figure(list(runs.items()))}[which]()
     p = figures.save(fig, tmp_path / f"{which}.png", height=fig.layout.height)
     assert open(p, "rb").read(8).startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("grid", [
+    dict(rows=3, cols=1, row_heights=[200, 64, 64], vertical_spacing=0.05),
+    dict(rows=2, cols=2, row_heights=[100, 40], column_widths=[0.7, 0.3],
+         horizontal_spacing=0.09, vertical_spacing=0.1)])
+def test_spec_lays_out_subplots_as_make_subplots(grid):
+    """The drawings' dict specs name and place their axes as plotly's make_subplots does (the
+    first row on top: a reversed grid once drew the lanes in the smallest strip)."""
+    from plotly.subplots import make_subplots
+
+    from inferlab.lab.drawings.spec import Spec
+    span = grid["cols"] == 2
+    specs = [[{}, {"rowspan": 2}], [{}, None]] if span else None
+    want = make_subplots(**grid, shared_xaxes=True, specs=specs).to_plotly_json()["layout"]
+    want.pop("template")
+    got = Spec(**grid, shared_xaxes=True, span_last_column=span).layout
+    assert sorted(got) == sorted(want)
+    for axis, props in want.items():
+        assert set(got[axis]) == set(props), axis
+        for k, v in props.items():
+            assert got[axis][k] == (pytest.approx(v) if isinstance(v, list) else v), (axis, k)

@@ -166,7 +166,19 @@ class PlotView(View):
             self._redraw()
 
     def _on_cursor(self, change) -> None:
+        with self._lock:
+            if self._trace is not None and self._step_t:
+                self._show(self.shown_step())
+
+    def _show(self, k: int) -> None:
+        """Show step ``k``: a view that keeps per-step state (the KV map, the prefix cache)
+        computes it here; the default redraws (the drawing cuts at the scrubber itself)."""
         self._changed()
+
+    def _follow(self) -> None:
+        """After a flush: show the latest step unless the scrubber holds an earlier one."""
+        if self.cursor < 0 or self.cursor >= len(self._step_t):
+            self._show(len(self._step_t) - 1)
 
     def _draw(self) -> None:
         """Show ``_spec()`` in the FigureWidget (in place: only what changed is sent)."""

@@ -85,6 +85,9 @@ class BatchingComparison(PlotView):
         self.num_pushes += 1
         return max(delta, 1)
 
+    def _on_cursor(self, change) -> None:
+        self._changed()          # its sides, not one trace: the drawing cuts at the time
+
     @classmethod
     def run(cls, workload, *configs, model=None, background: bool = False, **common):
         """Run ``workload`` once per (label, engine kwargs) config, live into a new view."""

@@ -116,13 +116,7 @@ class KVBlockMap(PlotView):
         return block_cells(recs[k], cached, self.kv_layout, self._owners)
 
     def _sync(self):
-        if self.cursor < 0 or self.cursor >= len(self._step_t):
-            self._show(len(self._step_t) - 1)
-
-    def _on_cursor(self, change):
-        with self._lock:
-            if self._trace is not None and self._step_t:
-                self._show(self.shown_step())
+        self._follow()
 
     def _show(self, k: int):
         if k < 0:

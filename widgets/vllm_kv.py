@@ -86,13 +86,7 @@ class VllmPrefixCache(PlotView):
 
     def _sync(self):
         self._warnings()
-        if self.cursor < 0 or self.cursor >= len(self._step_t):
-            self._show(len(self._step_t) - 1)
-
-    def _on_cursor(self, change):
-        with self._lock:
-            if self._trace is not None and self._step_t:
-                self._show(self.shown_step())
+        self._follow()
 
     def _warnings(self):
         src = getattr(self, "_source", None)
@@ -179,7 +173,11 @@ class VllmPrefixCache(PlotView):
                   zeroline=False)
         fig.xaxes(title=dict(text="blocks from the start of the prompt"), showgrid=False,
                   dtick=1)
-        fig.update_layout(height=min(200 + 18 * rows, 4000), showlegend=True)
+        height = min(230 + 18 * rows, 4000)
+        # the legend under the axis title, not beside the long title (they ran together)
+        fig.update_layout(height=height, showlegend=True, margin=dict(b=95),
+                          legend=dict(orientation="h", x=0, xanchor="left", yanchor="top",
+                                      y=-72 / max(height - 50 - 95, 1)))
         title = (f"{self.title}: {s.get('cached', 0)} blocks cached, {s.get('evicted', 0)} "
                  f"evicted, {s.get('hit_tokens', 0)} prompt tokens from the cache")
         return fig.style(title, self.clock, dark=dark)

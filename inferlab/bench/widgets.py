@@ -1,13 +1,16 @@
-"""Browser frame time of the replay views: a 2,000-step, 200-request trace from the real engine
-(tiny model) is loaded into KVBlockMap and SchedulerTimeline in a real JupyterLab (Debian's
-chromium, headless, driven by playwright); the scrubber is moved through evenly spread steps
-and each view's update is timed *in the page*:
+"""Update rate of the views' live plots: a 2,000-step, 200-request trace from the real engine
+(tiny model) is loaded into KVBlockMap, SchedulerTimeline, TokenStream and a
+BatchingComparison (the trace against itself) in a real JupyterLab (Debian's chromium,
+headless, driven by playwright); each view's scrubber is moved through evenly spread steps
+and each update of its plotly FigureWidget is timed *in the page*:
 
-- ``draw``: the view's own draw() for that update (``dataset.drawMs``, set by ilScheduler);
-- ``frame``: the requestAnimationFrame interval of the frame the draw ran in (draw plus
-  style, layout and paint; 16.7 ms at 60 Hz when nothing overruns);
-- ``latency``: from the scrubber's input event to the end of the draw (for the KV map this
-  includes the round trip through the kernel, which recomputes the map at that step).
+- ``draw``: from the scrubber's move to the plot redrawn (``dataset.drawMs``, set by ilPlot
+  in common.js): the round trip through the kernel, which builds the figure at that step and
+  sends what changed, plus plotly.js redrawing it;
+- ``frame``: the requestAnimationFrame interval of the frame the plot changed in (style,
+  layout and paint; 16.7 ms at 60 Hz when nothing overruns);
+- ``latency``: from the scrubber's input event until the page has the new plot; its inverse
+  over the run is the ``rate``: plot updates a second, one after the other.
 
     python -m inferlab.bench.widgets        # or: inferlab bench widgets
 
@@ -53,10 +56,13 @@ def make_trace(path, num_requests: int = 200, min_steps: int = 2000, seed: int =
 def _notebook(path: pathlib.Path, trace_path: str):
     cells = [
         "from inferlab.observe.trace import Trace\nfrom inferlab.widgets import KVBlockMap, "
-        "SchedulerTimeline, _base\n_base.STATIC_IMAGES = False   # widgets only: no PNG beside "
+        "SchedulerTimeline, TokenStream, BatchingComparison, _base\n_base.STATIC_IMAGES = False   # widgets only: no PNG beside "
         f"them\ntrace = Trace.load({str(trace_path)!r}); len(trace)",
         "kv = KVBlockMap(trace, title='KV cache blocks (replay)'); kv",
         "tl = SchedulerTimeline(trace, title='Scheduler timeline (replay)'); tl",
+        "ts = TokenStream(trace, title='Token stream (replay)'); ts",
+        "cmp = BatchingComparison(trace, trace, labels=['run', 'same run'], "
+        "title='Batching comparison (replay)'); cmp",
     ]
     write_notebook(path, cells)
 
@@ -98,7 +104,8 @@ SCRUB_JS = """async ({sel, positions, waitShown}) => {
   return out;
 }"""
 
-VIEWS = {"KVBlockMap": (".il-kv-map", True), "SchedulerTimeline": (".il-timeline", False)}
+VIEWS = {"KVBlockMap": (".il-kv-map", True), "SchedulerTimeline": (".il-timeline", False),
+         "TokenStream": (".il-token-stream", False), "BatchingComparison": (".il-compare", False)}
 
 
 def _stats(xs):
@@ -117,24 +124,26 @@ def measure(url, token, nb_name, num_positions, shots=None):
         browser, page = browser_page(p, errors)
         try:
             run_all(page, url, token, nb_name)
-            page.wait_for_selector(".il-kv-map .js-plotly-plot", timeout=120_000)
-            page.wait_for_selector(".il-timeline canvas", timeout=120_000)
-            n = int(page.wait_for_function(
-                "(() => { const e = document.querySelector('.il-timeline .il-scrub-input');"
-                " return e && parseInt(e.max, 10) > 0 && "
-                "document.querySelector('.il-kv-map .il-scrub-input').max === e.max"
-                " ? parseInt(e.max, 10) + 1 : 0; })()", timeout=120_000).json_value())
+            for sel, _ in VIEWS.values():
+                page.wait_for_selector(f"{sel} .js-plotly-plot", timeout=180_000)
             page.wait_for_timeout(1000)
-            positions = sorted({round(i * (n - 1) / max(1, num_positions - 1))
-                                for i in range(num_positions)})
-            warm = [n // 3, 2 * n // 3, n - 1]
-            res = {}
+            res, n = {}, 0
             for name, (sel, wait_shown) in VIEWS.items():
+                m = int(page.wait_for_function(
+                    f"(() => {{ const e = document.querySelector('{sel} .il-scrub-input');"
+                    " return e && parseInt(e.max, 10) > 0 ? parseInt(e.max, 10) + 1 : 0; })()",
+                    timeout=120_000).json_value())
+                n = max(n, m)
+                positions = sorted({round(i * (m - 1) / max(1, num_positions - 1))
+                                    for i in range(num_positions)})
+                warm = [m // 3, 2 * m // 3, m - 1]
                 page.locator(sel).first.scroll_into_view_if_needed()
                 page.evaluate(SCRUB_JS, {"sel": sel, "positions": warm, "waitShown": wait_shown})
                 rows = page.evaluate(SCRUB_JS, {"sel": sel, "positions": positions,
                                                 "waitShown": wait_shown})
-                res[name] = {"draw_ms": _stats([r["draw"] for r in rows]),
+                total_s = sum(r["latency"] for r in rows) / 1e3
+                res[name] = {"steps": m, "rate_per_s": len(rows) / total_s if total_s else 0.0,
+                             "draw_ms": _stats([r["draw"] for r in rows]),
                              "frame_ms": _stats([r["frame"] for r in rows]),
                              "latency_ms": _stats([r["latency"] for r in rows]),
                              "rows": rows}
@@ -185,6 +194,8 @@ def run(num_requests: int = 200, num_positions: int = 80, min_steps: int = 2000,
               f"(browser: dpr {res['browser']['dpr']})")
         print(f"{'view':<18} {'metric':<11} {'median':>8} {'p90':>8} {'max':>8}")
         for name, v in res["views"].items():
+            print(f"{name:<18} {'rate':<11} {v['rate_per_s']:8.1f} plot updates/s "
+                  f"({v['steps']} scrubber steps)")
             for m in ("draw_ms", "frame_ms", "latency_ms"):
                 s = v[m]
                 print(f"{name:<18} {m:<11} {s['median']:8.1f} {s['p90']:8.1f} {s['max']:8.1f}")

@@ -96,13 +96,15 @@ def main(argv=None) -> int:
         # wide enough that the Lab's right column (its sliders' values) is not clipped
         browser, page = browser_page(p, errors, width=1400, scale=2)
         run_all(page, url, token, "showcase.ipynb")
-        page.wait_for_function("[...document.querySelectorAll('.il-token-stream .il-stats')]"
-                               ".some(e => /8 requests/.test(e.textContent))", timeout=300_000)
+        # the token stream's plot has a lane for each of the eight requests
+        page.wait_for_function("[...document.querySelectorAll('.il-token-stream')]"
+                               ".some(e => e.querySelectorAll('.ytick').length === 8)",
+                               timeout=300_000)
         page.wait_for_selector(".il-compare .il-cmp-table td", timeout=600_000)
         page.wait_for_selector(".il-lab-run", timeout=120_000)
         page.wait_for_timeout(2000)
         # a picture shows every lane: the token stream's scroll box is let out to full height
-        page.add_style_tag(content=".il-ts-lanes { max-height: none !important; }")
+        page.add_style_tag(content=".il-ts-plot { max-height: none !important; }")
         for name, sel in SHOTS:
             _shot(page, sel, out / name)
         page.locator(".il-lab-run").scroll_into_view_if_needed()

@@ -128,8 +128,8 @@ def _latencies(fig, labels, plans, colours):
     for label, plan, colour in zip(labels, plans, colours):
         ys = [v * f for v in plan["ttft"]] + [v * f for v in plan["e2e"]]
         fig.add(dict(
-            type="box", x=["time to first token"] * len(plan["ttft"])
-            + ["time to whole answer"] * len(plan["e2e"]), y=ys, name=label, legendgroup=f"policy {label}",
+            type="box", x=["time to<br>first token"] * len(plan["ttft"])
+            + ["time to<br>whole answer"] * len(plan["e2e"]), y=ys, name=label, legendgroup=f"policy {label}",
             marker=dict(color=colour, size=4), line=dict(color=colour, width=1.5),
             boxpoints="all", jitter=0.5, pointpos=0, boxmean=False,
             hovertemplate=label + " %{x}: %{y:.3g} " + unit + "<extra></extra>"),
@@ -137,7 +137,8 @@ def _latencies(fig, labels, plans, colours):
     fig.update_layout(boxmode="group", boxgap=0.3, boxgroupgap=0.15)
     fig.yaxes(rangemode="tozero", exponentformat="none", row=1, col=2,
               title=dict(text=f"latency per request ({unit})", standoff=4))
-    fig.xaxes(row=1, col=2, fixedrange=True)
+    # the two names on two lines each, level: rotated, the second ran off the picture
+    fig.xaxes(row=1, col=2, fixedrange=True, tickangle=0)
 
 
 def ratio_text(labels, plans) -> str:
@@ -197,7 +198,10 @@ def spec(sides, title: str = "Batching comparison", clock: str | None = None,
     fig.update_layout(height=height, barmode="overlay", uniformtext=dict(minsize=8, mode="hide"),
                       legend=dict(orientation="h", x=0, xanchor="left", y=-62 / plot_px,
                                   yanchor="top", traceorder="normal", itemsizing="constant"),
-                      margin=dict(t=top, b=bottom))
+                      margin=dict(t=top, b=bottom),
+                      # the title at the top, not in the middle of the tall top margin (the
+                      # ratio line under it needs the margin; the title left it empty above)
+                      title=dict(y=1 - 14 / height, yanchor="top"))
     if len(plans) > 1:
         # its own line under the title's clock line (a long clock line ran into it)
         fig.annotate(text=ratio_text(labels, plans), x=0, y=1 + 34 / plot_px,

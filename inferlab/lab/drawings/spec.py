@@ -45,7 +45,9 @@ class Spec:
         self.data: list[dict] = []
         self.layout: dict = {}
         self._cells: dict[tuple[int, int], str] = {}
-        ys = _spans(row_heights or [1] * rows, vertical_spacing if rows > 1 else 0)[::-1]
+        # rows from the top, as make_subplots: the first row's span is the highest
+        ys = _spans(list(row_heights or [1] * rows)[::-1],
+                    vertical_spacing if rows > 1 else 0)[::-1]
         xs = _spans(column_widths or [1] * cols, horizontal_spacing if cols > 1 else 0)
         n = 0
         for r in range(1, rows + 1):
