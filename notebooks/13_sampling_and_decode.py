@@ -39,6 +39,9 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 #   prompt, turned into probabilities at three temperatures by the engine's own sampler
 #   filter; then the engine draws that one token many times with different seeds, and
 #   writes short answers with several seeds, one seed twice, and greedy twice;
+# * **nearly identical prompts**, on the real SmolLM2: pairs of prompts that differ by a word
+#   or a space, each answered greedily and with seeds, to see whether and where the answers
+#   part;
 # * **answer length, the KV cache and the network**, on SmolLM2 with each step priced on the
 #   simulated H100 clock (an 8B model's shape):
 #   counts and prices that are the same on every run;
@@ -46,7 +49,8 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 #   lengths interleaved and repeated, medians and ranges, with a warning if the machine was
 #   busy.
 #
-# Knobs: `ch.PROMPT`, `ch.TEMPERATURES`, `ch.TOP_P`, `ch.sizes(SMOKE)`.
+# Knobs: `ch.PROMPT`, `ch.TEMPERATURES`, `ch.TOP_P`, `ch.sizes(SMOKE)`; your own pairs of
+# prompts: `ch.measure(smoke=SMOKE, near_pairs=[("what changes", "original", "variant")])`.
 
 # %%
 data = ch.measure(smoke=SMOKE)
@@ -62,6 +66,29 @@ print(ch.summary(data))
 # %%
 from IPython.display import Markdown
 Markdown(ch.answers_table(data))
+
+# %% [markdown]
+# ## Nearly identical prompts, different answers
+#
+# Two prompts that differ by a word or a space (`ch.NEAR_PAIRS`: a synonym, a double space, a
+# trailing space, "colour" and "color", ...) are two different token sequences, so the model
+# computes two different next-token distributions. Each pair is answered greedily and with
+# the same seeds for both prompts; the table shows the greedy answers and after how many
+# common output tokens they part (token counts: the same on every run).
+
+# %%
+Markdown(ch.near_table(data))
+
+# %%
+show(ch.near_figure(data))
+
+# %% [markdown]
+# Left: greedy decoding takes the most likely token, so the answers stay the same for as long
+# as the small change leaves the top token on top; once one token differs, every later step
+# reads a different sequence and the answers go their own ways (a grey bar: the same for the
+# whole answer). Right: with sampling the same seed draws the same random numbers for both
+# prompts, yet a slightly shifted distribution is enough to pick another token, so far more
+# of the sampled answers differ.
 
 # %%
 fig = ch.figure(data)
@@ -95,15 +122,18 @@ for r in data["kv"]["memory"]:
 # %% [markdown]
 # ### The check
 # This cell fails if a count goes the wrong way: seeded sampling must differ between seeds
-# and repeat for the same seed, each answer token must cost one engine step, and the cache
-# must save recomputation without changing the answer (counts; no wall-clock time is
-# asserted).
+# and repeat for the same seed, some nearly identical prompts must get different answers,
+# each answer token must cost one engine step, and the cache must save recomputation
+# without changing the answer (counts; no wall-clock time is asserted).
 
 # %%
 a, dec, kv = data["answers"], data["decode"], data["kv"]["saving"]
 assert a["distinct"] >= 2 and a["repeatable"] and a["greedy_same"], a
 nuc = data["distribution"]["nucleus"]
 assert nuc[0.5] <= nuc[1.0] <= nuc[1.5], nuc           # hotter: a wider nucleus
+near = data["near"]["rows"]
+assert any(f is not None for r in near for f in (r["greedy_first"], *r["sampled_first"])), \
+    near                                               # some near prompts part
 assert all(r["steps"] == r["max_tokens"] for r in dec), dec
 assert kv["with"]["tokens"] == kv["formula_with"] and kv["without"]["tokens"] == kv["formula_without"]
 assert kv["same_tokens"] == kv["answer"], kv

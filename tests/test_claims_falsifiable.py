@@ -8,7 +8,8 @@ languages' differences (02: English in every language), input length (03: the sa
 at both ends of the sweep), paging (04: the paged run uses the contiguous layout, same
 memory), continuous batching (05: both runs static), the input check (08-input-check:
 skipped), chunked output checks (08-output-check: one check at the end), sampling
-(13-sampling: temperature 0), longer answers (13-decode-length: the same length twice), the
+(13-sampling: temperature 0), the prompts' small differences (13-near-prompts: each prompt
+paired with itself), longer answers (13-decode-length: the same length twice), the
 KV cache (13-kv-tradeoff: no cache on either side) and the network (13-network: a proxy that
 adds no delay). Chapter 09 is timed kernels only: its falsification is the judge's test in
 test_chapters_content.py.
@@ -92,3 +93,15 @@ def test_08_without_an_input_check_nothing_waits_and_without_chunks_nothing_is_w
     assert verdict("08-input-check", d) == FAILS             # no check: no added wait
     d = ch.measure(smoke=True, check_every=ch._sizes(True)["max_tokens"])
     assert verdict("08-output-check", d) == FAILS            # one check at the end: no chunks
+
+
+def test_13_a_prompt_paired_with_itself_gets_the_same_answers():
+    from inferlab.lab.chapters import ch13_sampling_decode as ch
+    same = [(change, a, a) for change, a, _ in ch.NEAR_PAIRS[:3]]
+    eng = ch._kit.engine(None, enable_prefix_caching=True)
+    d = {"near": ch.measure_near(eng, ch._kit.tokenizer(), smoke=True, pairs=same),
+         "model": eng.model_name}
+    rows = d["near"]["rows"]
+    assert [r["prompt_changed"] for r in rows] == [0, 0, 0]
+    assert all(r["greedy_first"] is None and r["sampled_differ"] == 0 for r in rows)
+    assert verdict("13-near-prompts", d) == FAILS             # nothing differs, nothing parts

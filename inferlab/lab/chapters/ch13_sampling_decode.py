@@ -22,6 +22,8 @@ from . import _kit
 from ._ch13_costs import (add_cost_panels, costs_summary, decode_lengths, judge_decode_length,
                           judge_kv_tradeoff, kv_memory_table, kv_saving, network_ttft,
                           wall_decode_lengths, wall_kv_saving)
+from ._ch13_near import PAIRS as NEAR_PAIRS  # noqa: F401 (the pairs, for the notebook)
+from ._ch13_near import judge_near_prompts, measure_near, near_figure, near_table  # noqa: F401
 from ._ch13_network import RTTS, measure_network, network_lines
 
 TITLE = "Sampling, answer length, the KV cache's trade, and the network"
@@ -130,15 +132,17 @@ def answers(eng, ids: list[int], seeds: int, max_tokens: int,
 
 def measure(smoke: bool = False, deterministic: bool = False, model: str | None = None,
             repeats: int | None = None, temperature: float = ANSWER_TEMPERATURE,
-            lengths=None, kv_arms=("with", "without"), rtts=RTTS) -> dict:
-    """Sampling on ``model`` (the real SmolLM2 by default; seeded, so deterministic); decode
+            lengths=None, kv_arms=("with", "without"), rtts=RTTS, near_pairs=None) -> dict:
+    """Sampling on ``model`` (the real SmolLM2 by default; seeded, so deterministic), and
+    nearly identical prompts answered greedily and seeded (``near_pairs``: (change, original,
+    variant), default ``NEAR_PAIRS``); decode
     length, the KV cache's saving and the network on SmolLM2 and the simulated H100
     clock (counts and priced times, the same every run); unless ``deterministic``, decode
     length and the KV cache's saving also on this machine's wall clock (what their claims are
     judged on), and the network through the lab's OpenAI server, a real client and a loopback
     proxy adding ``rtts`` of round trip. ``lengths`` (say, the same twice), ``kv_arms``
-    (("without", "without")) and ``rtts`` ((0.0,)) remove the claims' effects for their
-    falsification tests."""
+    (("without", "without")), ``rtts`` ((0.0,)) and ``near_pairs`` (each prompt paired with
+    itself) remove the claims' effects for their falsification tests."""
     _kit.seed_everything(0)
     s = sizes(smoke)
     dist, p1 = next_token_distribution(model)
@@ -147,6 +151,7 @@ def measure(smoke: bool = False, deterministic: bool = False, model: str | None 
             "distribution": dist,
             "draws": draws(eng, dist["ids"], s["draws"], p1, dist["top"]),
             "answers": answers(eng, dist["ids"], s["seeds"], s["answer_tokens"], temperature),
+            "near": measure_near(eng, _kit.tokenizer(), smoke, near_pairs),
             "decode": decode_lengths(lengths or s["lengths"]),
             "kv": {"saving": kv_saving(s["kv_prompt"], s["kv_answer"], kv_arms),
                    "memory": kv_memory_table()},
@@ -286,6 +291,10 @@ CLAIMS = (
           "temperature and top-p reshape the draw, and a fixed seed repeats it.",
           f"{AFTER} (different answers); temperature and top-p: {NUCLEUS}; the seed: {LABS_OWN}",
           "ch13_sampling_decode", measure_for_claims, judge_sampling),
+    Claim("13-near-prompts", "Two nearly identical prompts, differing by a word or a space, "
+          "can get different answers: they are different token sequences, so the model's "
+          "next-token scores differ, and once one output token differs the answers part.",
+          AFTER, "ch13_sampling_decode", measure_for_claims, judge_near_prompts),
     Claim("13-decode-length", "Output is generated one token per step, so a longer answer "
           "takes more decode steps and more time.", AFTER, "ch13_sampling_decode",
           measure_for_claims, judge_decode_length),
