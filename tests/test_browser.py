@@ -135,8 +135,10 @@ PLOT_TEXT = """sel => {
 
 
 def _plain(html: str) -> str:
-    """A plotly title as its SVG text reads: tags gone (a <br> is a new line), no spaces."""
-    return re.sub(r"\s+", "", re.sub(r"<[^>]+>", "", html or ""))
+    """A plotly title as its SVG text reads: tags gone (a <br> is a new line, which plotly
+    ends with a zero-width space), no spaces."""
+    text = re.sub(r"<[^>]+>", "", html or "").replace("\u200b", "")   # plotly's line ends
+    return re.sub(r"\s+", "", text)
 
 
 def _same_as_figure(page, key: str, expected: dict) -> None:
@@ -144,7 +146,7 @@ def _same_as_figure(page, key: str, expected: dict) -> None:
     want = {"title": _plain(expected["title"]), "legend": sorted(expected["legend"])}
     assert want["title"] and want["legend"], (key, want)
     got = None
-    for _ in range(60):             # the last redraw may still be on its way (throttled)
+    for _ in range(240):            # the last redraw may still be on its way (throttled)
         got = page.evaluate(PLOT_TEXT, f"#il-view-{key}")
         got = {"title": _plain(got["title"]), "legend": sorted(got["legend"])}
         if got == want:
@@ -168,13 +170,13 @@ def _drive(page, url, token, tmp_path, root):
         _put_setting(url, token, "notification", {"fetchNews": "false"})
         run_all(page, url, token, "views.ipynb")
         # live: each view shows real content while the workload runs
-        page.wait_for_selector(".il-token-stream .js-plotly-plot .point", timeout=90_000)
-        page.wait_for_selector(".il-timeline .js-plotly-plot .point", timeout=30_000)
+        page.wait_for_selector(".il-token-stream .js-plotly-plot .point", timeout=90_000, state="attached")
+        page.wait_for_selector(".il-timeline .js-plotly-plot .point", timeout=30_000, state="attached")
         page.wait_for_selector(".il-kv-map .js-plotly-plot", timeout=30_000)
         page.wait_for_function(
             "document.querySelectorAll('.il-lab-run').length > 0", timeout=120_000)
         page.wait_for_selector(".il-compare .il-cmp-table td", timeout=60_000)
-        page.wait_for_selector(".il-vllm-kv .js-plotly-plot .point", timeout=60_000)
+        page.wait_for_selector(".il-vllm-kv .js-plotly-plot .point", timeout=60_000, state="attached")
         # every request has its lane in the token stream (the box scrolls, none is cut)
         page.wait_for_function("document.querySelector('.il-token-stream')"
                                ".querySelectorAll('.ytick').length === 10", timeout=60_000)

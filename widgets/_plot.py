@@ -145,12 +145,16 @@ class PlotView(View):
     dark = t.Bool(False).tag(sync=True)              # the page's theme (the JS sets it)
     plot = t.Instance(go.FigureWidget, allow_none=True).tag(sync=True, **widget_serialization)
     redraw_on: tuple = ("dark",)                     # traits whose change redraws
+    # redraws a second at most, and the share of the time they may take: every plot update
+    # also comes back from plotly's front end as deltas the kernel's main thread must read,
+    # so three live plots at a quarter each left a click (Stop) waiting behind them
+    plot_rate, plot_duty = 10.0, 0.2
 
     def __init__(self, *args, **kwargs):
         self._redraw: Throttle | None = None
         self._sent: dict | None = None                # the figure spec the FigureWidget shows
         super().__init__(*args, **kwargs)
-        self._redraw = Throttle(self._draw, self.max_rate, self._lock)
+        self._redraw = Throttle(self._draw, self.plot_rate, self._lock, self.plot_duty)
         self._draw()
         self.observe(lambda ch: self._changed(), list(self.redraw_on))
 

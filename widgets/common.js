@@ -110,6 +110,14 @@ function ilPlot(model, root, box, marks = []) {
       since = null;
     });
   };
+  // the plot follows its box's width (the output area settles after the first draw)
+  let width = 0;
+  const sized = new ResizeObserver(() => {
+    const w = box.clientWidth;
+    if (view && w !== width && typeof view.autosizeFigure === "function") view.autosizeFigure();
+    width = w;
+  });
+  sized.observe(box);
   const watch = new MutationObserver(drawn);
   watch.observe(box, { childList: true, subtree: true, attributes: true, characterData: true });
   const theme = () => {
@@ -122,5 +130,5 @@ function ilPlot(model, root, box, marks = []) {
   mount().catch((e) => { box.textContent = `the plot could not be shown (${e})`; });
   theme();
   const offTheme = ilOnThemeChange(theme);
-  return () => { gone = true; watch.disconnect(); offTheme(); if (view) view.remove(); };
+  return () => { gone = true; watch.disconnect(); sized.disconnect(); offTheme(); if (view) view.remove(); };
 }

@@ -281,8 +281,10 @@ def _block_table(data, table, bs, hatch, used_c, waste_c) -> dict:
     _text(data, "token text", tx, ty, tt, dict(size=8, color=palette.NEUTRAL["light"]["bg"]),
           col=2)
     n = len(order)
+    # slot numbers only over a table (under an empty one they labelled nothing)
     return {"xaxis2": dict(range=[-0.1, bs], showgrid=False, zeroline=False, ticks="",
-                           showline=False, tickmode="array", tickvals=[0.45, bs - 0.55],
+                           showline=False, tickmode="array", showticklabels=bool(blocks),
+                           tickvals=[0.45, bs - 0.55],
                            ticktext=["slot 0", f"{bs - 1}"], tickfont=dict(size=9),
                            domain=DOMAINS[1], anchor="y2"),
             "yaxis2": dict(range=[max(n, 4) - 0.5, -0.6], showgrid=False, zeroline=False,
