@@ -4,7 +4,8 @@ place the same judges hold (tests/test_claims.py, on `inferlab claims --smoke`).
 
 What is removed, claim by claim: prefix caching (01-stateless, 07-prefix-reuse; for
 01-later-turns a prefix cache on both sides), the
-languages' differences (02: English in every language), input length (03: the same length
+languages' differences (02-languages: English in every language), the tokenizers'
+differences (02-tokenizers: SmolLM2's twice), input length (03: the same length
 at both ends of the sweep), paging (04: the paged run uses the contiguous layout, same
 memory), continuous batching (05: both runs static), the input check (08-input-check:
 skipped), chunked output checks (08-output-check: one check at the end), sampling
@@ -105,3 +106,13 @@ def test_13_a_prompt_paired_with_itself_gets_the_same_answers():
     assert [r["prompt_changed"] for r in rows] == [0, 0, 0]
     assert all(r["greedy_first"] is None and r["sampled_differ"] == 0 for r in rows)
     assert verdict("13-near-prompts", d) == FAILS             # nothing differs, nothing parts
+
+
+def test_02_the_same_tokenizer_twice_cuts_every_text_alike():
+    from inferlab.lab.chapters import ch02_tokenization as ch
+    smol = ch.smollm2()
+    texts = {**{k: ch.TEXTS[k] for k in ("English", "Thai")}, **ch.EXTRA_TEXTS}
+    d = {"tokenizers": ch.measure_tokenizers(texts, ch.REPEAT_SMOKE,
+                                             [smol, {**smol, "name": "SmolLM2 again"}])}
+    assert all(len(set(r["tokens"].values())) == 1 for r in d["tokenizers"]["rows"])
+    assert verdict("02-tokenizers", d) == FAILS

@@ -8,8 +8,10 @@ KV cache memory for as long as the conversation lives.
 from __future__ import annotations
 
 from .. import palette, protocol
-from ..verdicts import COUNTS, ENTER, Claim, Verdict, clock_note, direction, ms, x
+from ..verdicts import AFTER, COUNTS, ENTER, Claim, Verdict, clock_note, direction, ms, x
 from . import _kit
+from ._ch02_tokenizers import (EXTRA_TEXTS, judge_tokenizers, measure_tokenizers,  # noqa: F401
+                               smollm2, tokenizers_figure, tokenizers_summary)
 
 TITLE = "Tokenization: the same message, different bills"
 CLAIM = ("Tokenization cost is uneven across languages: text in scripts the tokenizer saw "
@@ -51,10 +53,13 @@ def pieces(tok, text: str) -> list[str]:
     return [tok.decode([i]) for i in tok.encode(text, add_special_tokens=False)]
 
 
-def measure(smoke: bool = False, deterministic: bool = False, texts: dict | None = None) -> dict:
+def measure(smoke: bool = False, deterministic: bool = False, texts: dict | None = None,
+            tokenizers=None) -> dict:
     """Each language's message through SmolLM2's tokenizer (``texts``: {language: text},
     default the chapter's), its prefill priced on the simulated H100 and, unless
-    ``deterministic``, timed on this machine."""
+    ``deterministic``, timed on this machine; the same messages, code and numbers
+    (``EXTRA_TEXTS``) under each installed tokenizer (``tokenizers``: say SmolLM2's twice,
+    to remove that claim's effect)."""
     import inferlab as il
     from inferlab.core.shapes import kv_bytes_per_token, model_shape
     _kit.seed_everything(0)
@@ -87,8 +92,10 @@ def measure(smoke: bool = False, deterministic: bool = False, texts: dict | None
     base = next(r for r in rows if r["language"] == "English")
     for r in rows:
         r["vs_english"] = r["tokens"] / base["tokens"]
+    both = {**{lang: texts[lang] for lang in langs}, **EXTRA_TEXTS}
     return {"rows": rows, "repeat": repeat, "clock_sim": _kit.SIM_LABEL,
-            "model": sim.model_name, "model_wall": None if wall is None else wall.model_name}
+            "model": sim.model_name, "model_wall": None if wall is None else wall.model_name,
+            "tokenizers": measure_tokenizers(both, repeat, tokenizers)}
 
 
 def figure(data: dict):
@@ -153,4 +160,8 @@ CLAIMS = (
     Claim("02-languages", "The same message costs more tokens in some languages than in "
           "others, and so more prefill time and KV memory.", ENTER, "ch02_tokenization",
           measure_for_claims, judge_languages),
+    Claim("02-tokenizers", "Different models use different tokenizers, so the same text is a "
+          "different number of tokens, and so a different prefill and KV bill, on each.",
+          f"{AFTER} (citing NVIDIA)", "ch02_tokenization", measure_for_claims,
+          judge_tokenizers),
 )
