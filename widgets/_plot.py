@@ -31,6 +31,19 @@ except ImportError:          # pandas is optional (the lab extra)
     pass
 
 
+class LiveFigure(go.FigureWidget):
+    """A FigureWidget that does not take plotly.js's answers back: after every update the
+    front end sends the trace and layout defaults it computed (``_js2py_traceDeltas``,
+    ``_js2py_layoutDelta``: every trace's full defaults), which plotly's Python side
+    deserializes, compares with its own copy and answers with a reset message, all on the
+    kernel's main thread; three live plots of a long Lab run kept that thread so busy that
+    a Stop click waited behind them for a minute. The views never read those defaults, so
+    these two traits are not synced here (the messages arrive and are dropped). User zooms
+    and pans (``_js2py_relayout``, ``_js2py_restyle``) still sync."""
+    _js2py_traceDeltas = t.Dict(allow_none=True)
+    _js2py_layoutDelta = t.Dict(allow_none=True)
+
+
 def _changes(old: dict, new: dict) -> dict:
     diff = {k: v for k, v in new.items() if old.get(k) != v}
     diff.update({k: None for k in old if k not in new})
@@ -59,7 +72,7 @@ def sync(fw: go.FigureWidget | None, last: dict | None, new: dict) -> go.FigureW
     sending only what changed (one restyle per changed trace, one relayout); returns a new
     FigureWidget instead when ``fw`` cannot take it (None, or other traces), else None."""
     if fw is None or last is None or _shape(last) != _shape(new):
-        return go.FigureWidget(new)
+        return LiveFigure(new)
     # one restyle per changed trace, not one batch_update: a batch sends each property as one
     # value per trace, with "undefined" for the traces where it did not change, and plotly's
     # widget front end resets those to the default (showlegend back to true, ...): the
