@@ -132,8 +132,8 @@ def judge_tokenizers(d: dict) -> Verdict:
                    f"and, projection {clock_note(t['clock_sim'])}, a prefill of "
                    f"{ms(row['prefill_sim'][a])} vs {ms(row['prefill_sim'][b])}",
                    measured=f"up to {x(spread)} the tokens",
-                   points=tuple((r["text"], ratio[r["text"]]) for r in t["rows"]),
-                   unit=f"{b} tokens per {a} token", clock=COUNTS, axis="log")
+                   points=tuple((r["text"], 1 / ratio[r["text"]]) for r in t["rows"]),
+                   unit=f"{a} tokens per {b} token", clock=COUNTS)
 
 
 def tokenizers_summary(data: dict) -> str:

@@ -118,8 +118,8 @@ def judge_near_prompts(d: dict) -> Verdict:
                    + f" ({d['model']}, {seeds} seeds; token counts)",
                    measured=f"{len(greedy)} of {len(rows)} greedy, "
                             f"{pct(len(parted) / len(sampled))} sampled differ",
-                   points=tuple((r["change"], r["sampled_differ"]) for r in rows),
-                   unit="share of seeded answers that differ", clock=COUNTS)
+                   points=tuple((r["change"], round(100 * r["sampled_differ"])) for r in rows),
+                   unit="% of seeded answers that differ", clock=COUNTS)
 
 
 def near_table(data: dict) -> str:
