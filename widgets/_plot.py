@@ -70,9 +70,15 @@ def _shape(spec: dict) -> list:
 def sync(fw: go.FigureWidget | None, last: dict | None, new: dict) -> go.FigureWidget | None:
     """Make ``fw`` (which shows the figure spec ``last``) show the spec ``new`` in place,
     sending only what changed (one restyle per changed trace, one relayout); returns a new
-    FigureWidget instead when ``fw`` cannot take it (None, or other traces), else None."""
-    if fw is None or last is None or _shape(last) != _shape(new):
+    FigureWidget instead when there is none yet (``fw`` or ``last`` None), else None."""
+    if fw is None or last is None:
         return LiveFigure(new)
+    if _shape(last) != _shape(new):
+        # other traces: replaced in the same widget (a new widget would mean closing the old
+        # one's comm while its front end may still send on it: "no comm channel defined")
+        fw.data = ()
+        fw.add_traces([_numbers(tr) for tr in new["data"]])
+        last = {"data": new["data"], "layout": last["layout"]}
     # one restyle per changed trace, not one batch_update: a batch sends each property as one
     # value per trace, with "undefined" for the traces where it did not change, and plotly's
     # widget front end resets those to the default (showlegend back to true, ...): the
