@@ -5,18 +5,12 @@ own). With the effect in place the judges hold (tests/test_claims.py, `inferlab 
 from __future__ import annotations
 
 import pytest
+from claim_verdict import verdict
 
-from inferlab.lab import claims
 from inferlab.lab.chapters import ch15_memory_and_price as ch
-from inferlab.lab.verdicts import FAILS, HOLDS, HOLDS_SMALLER, MEASURED
+from inferlab.lab.verdicts import FAILS, HOLDS, HOLDS_SMALLER
 
 pytestmark = pytest.mark.slow
-
-
-def verdict(claim_id: str, data: dict) -> str:
-    claim = next(c for c in claims.CLAIMS if c.id == claim_id)
-    assert claim.kind == MEASURED, claim_id
-    return claim.assess(data).verdict
 
 
 def test_15_price_with_prompts_fed_one_token_per_step_is_no_cheaper():

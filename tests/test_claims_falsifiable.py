@@ -18,17 +18,11 @@ test_chapters_content.py.
 from __future__ import annotations
 
 import pytest
+from claim_verdict import verdict
 
-from inferlab.lab import claims
-from inferlab.lab.verdicts import FAILS, HOLDS, MEASURED
+from inferlab.lab.verdicts import FAILS, HOLDS
 
 pytestmark = pytest.mark.slow
-
-
-def verdict(claim_id: str, data: dict) -> str:
-    claim = next(c for c in claims.CLAIMS if c.id == claim_id)
-    assert claim.kind == MEASURED, claim_id
-    return claim.assess(data).verdict
 
 
 def test_01_without_a_prefix_cache_the_turns_are_not_saved():
