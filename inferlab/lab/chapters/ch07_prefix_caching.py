@@ -125,6 +125,10 @@ def figure(data: dict):
     from . import _kit
     # the arm with the prefix cache in the cache's colour (palette.CACHE), the other grey
     colors = {"uncached": palette.SERIES["baseline"], "cached": palette.CACHE["cached"]}
+    # the cache's yellow is faint on white: its bars and points get an ink edge, its lines width
+    edge = {"uncached": dict(width=0), "cached": dict(color=palette.INK, width=1)}
+    point = {n: dict(size=8, color=c, line=edge[n]) for n, c in colors.items()}
+    line = {n: dict(color=c, width=3 if n == "cached" else 2) for n, c in colors.items()}
     fig = make_subplots(rows=1, cols=4, horizontal_spacing=0.07, subplot_titles=(
         # two short lines each: four panels side by side leave ~230 px a title
         "agent loop:<br>prompt tokens computed per round", "agent loop:<br>TTFT per round",
@@ -132,23 +136,26 @@ def figure(data: dict):
         f"{data['sizes']['together']} arriving together:<br>tokens computed"))
     for name, r in data["agent"].items():
         x = list(range(len(r["ttft"])))
-        fig.add_trace(go.Bar(x=x, y=r["computed_tokens"], name=name, marker_color=colors[name],
+        fig.add_trace(go.Bar(x=x, y=r["computed_tokens"], name=name,
+                             marker=dict(color=colors[name], line=edge[name]),
                              legendgroup=name), row=1, col=1)
         fig.add_trace(go.Scatter(x=x, y=[t * 1e3 for t in r["ttft"]], mode="lines+markers",
-                                 name=name, line_color=colors[name], legendgroup=name,
-                                 showlegend=False), row=1, col=2)
+                                 name=name, line=line[name], marker=point[name],
+                                 legendgroup=name, showlegend=False), row=1, col=2)
     prompt = data["agent"]["uncached"]["prompt_tokens"]
     fig.add_trace(go.Scatter(x=list(range(len(prompt))), y=prompt, mode="lines",
                              name="whole prompt re-sent", line=dict(dash="dot", color=palette.MUTED)),
                   row=1, col=1)
     for name, r in data["shared"].items():
         fig.add_trace(go.Scatter(x=list(range(len(r["ttft"]))), y=[t * 1e3 for t in r["ttft"]],
-                                 mode="lines+markers", name=name, line_color=colors[name],
-                                 legendgroup=name, showlegend=False), row=1, col=3)
+                                 mode="lines+markers", name=name, line=line[name],
+                                 marker=point[name], legendgroup=name, showlegend=False),
+                      row=1, col=3)
     tog = [data["together"][k] for k in ("after", "ahead")]
     fig.add_trace(go.Bar(x=[t["index"] for t in tog], y=[t["computed_tokens"] for t in tog],
-                         text=[f"{t['computed_tokens']} of {t['prompt_tokens']}" for t in tog],
-                         marker_color=colors["cached"], showlegend=False), row=1, col=4)
+                         text=[f"{t['computed_tokens']:,} of {t['prompt_tokens']:,}" for t in tog],
+                         marker=dict(color=colors["cached"], line=edge["cached"]),
+                         showlegend=False), row=1, col=4)
     fig.update_xaxes(title_text="blocks indexed", row=1, col=4)
     fig.update_yaxes(title_text="prompt tokens", row=1, col=4)
     fig.update_xaxes(title_text="round (0 = the task, then one per tool result)", row=1, col=1)
@@ -163,7 +170,8 @@ def figure(data: dict):
                      f"calls ({s['tools_len']}-token tool definitions);<br>{s['shared_requests']} "
                      f"requests sharing a {s['system_len']}-token system prompt, one after "
                      f"another or {s['together']} together", data["clock"])
-    return fig.update_layout(margin_t=150)       # a two-line title over two-line panel titles
+    # a two-line title over two-line panel titles; the legend clear of the axis titles
+    return fig.update_layout(margin_t=150, legend_y=-0.26)
 
 
 def summary(data: dict) -> str:
