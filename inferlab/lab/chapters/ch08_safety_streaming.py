@@ -204,7 +204,9 @@ def figure(data: dict):
         n = len(r["visible"])
         fig.add_trace(go.Scatter(x=[t * 1e3 for t in r["visible"]], y=list(range(1, n + 1)),
                                  mode="lines+markers", line_shape="hv", name=f"{p}: visible",
-                                 line_color=colors[p], marker_size=4))
+                                 line=dict(color=colors[p], width=2.5,
+                                           dash="dash" if p == "chunked" else None),
+                                 marker_size=4))   # dashed: the middle grey stands apart
     t_in = data["input_check_s"] * 1e3
     fig.add_vrect(x0=0, x1=t_in, fillcolor=palette.SERIES["band"], opacity=0.6, line_width=0,
                   annotation_text="input check", annotation_position="top left")
