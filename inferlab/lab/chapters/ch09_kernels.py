@@ -246,7 +246,8 @@ def figure(data: dict):
                          marker_color=palette.SERIES["main"],
                          text=[f"{r['speedup']:.1f}x" for r in rows], textposition="outside"))
     fig.add_trace(go.Scatter(x=x, y=[r["gpu_roof_ms"] for r in rows], mode="markers",
-                             marker=dict(symbol="line-ew-open", size=18, color=palette.MUTED),
+                             marker=dict(symbol="line-ew-open", size=30, color=palette.INK,
+                                         line=dict(width=3, color=palette.INK)),
                              name=f"{data['roof_gpu']} bandwidth roof (estimate, not measured)"))
     # round ticks in ms (0.001 ms, not "1µ"): powers of ten, no minor labels
     ilf.log_axis(fig, "y", [v for r in rows for v in (r["ref_ms"], r["numba_ms"],
