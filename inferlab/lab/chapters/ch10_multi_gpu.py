@@ -69,18 +69,21 @@ def figure(data: dict):
         short = m.replace("llama-3-", "").upper()
         x = [[short] * len(rows), [f"tp{r['tp']}" for r in rows]]
         too_big = ["✗" if r["weights_gb"] + r["kv_gb"] > r["gpu_gb"] else "" for r in rows]
-        fig.add_trace(go.Bar(x=x, y=[r["kv_gb"] for r in rows], text=too_big,
-                             textposition="outside", name="KV cache",
+        fig.add_trace(go.Bar(x=x, y=[r["kv_gb"] for r in rows], name="KV cache",
                              marker_color=palette.CACHE["used"], showlegend=i == 0,
                              legendgroup="kv"),
                       row=1, col=1)
+        # the cross on top of the stack (weights are drawn over the KV cache)
         fig.add_trace(go.Bar(x=x, y=[r["weights_gb"] for r in rows], name="weights",
                              marker_color=palette.SERIES["baseline"], showlegend=i == 0,
-                             legendgroup="w"),
+                             text=too_big, textposition="outside", cliponaxis=False,
+                             textfont=dict(size=14), legendgroup="w"),
                       row=1, col=1)
+        # not the weights' grey: the light band, edged, so the legend keys differ
         fig.add_trace(go.Bar(x=x, y=[r["rest_ms"] for r in rows], name="compute / HBM reads",
-                             marker_color=palette.SERIES["baseline"], showlegend=i == 0,
-                             legendgroup="r"),
+                             marker=dict(color=palette.SERIES["band"],
+                                         line=dict(color=palette.MUTED, width=1)),
+                             showlegend=i == 0, legendgroup="r"),
                       row=1, col=2)
         fig.add_trace(go.Bar(x=x, y=[r["comm_ms"] for r in rows], name="all-reduce",
                              marker_color=palette.SERIES["main"], showlegend=i == 0,
