@@ -53,6 +53,8 @@ def build_all(out_dir, smoke: bool = False, only=None, formats=(".svg", ".png", 
         with open(base + ".json", "w", encoding="utf-8") as f:
             f.write(figure_json(fig))
         written.append(base + ".json")
+        # a figure that sets its own size (two rows of panels: taller) is drawn at it
+        size = dict(width=fig.layout.width or 1000, height=fig.layout.height or 500)
         for ext in formats:
-            written.append(save(fig, base + ext, width=1000, height=500))
+            written.append(save(fig, base + ext, **size))
     return written

@@ -208,7 +208,7 @@ def figure(data: dict):
     for t in TEMPERATURES:
         fig.add_trace(go.Bar(x=labels, y=[e["p"][t] for e in d["top"]],
                              name=f"temperature {t} (top-p {d['top_p']} keeps "
-                                  f"{d['nucleus'][t]})", marker_color=COLORS[t]), 1, 1)
+                                  f"{d['nucleus'][t]:,})", marker_color=COLORS[t]), 1, 1)
     fig.update_yaxes(title_text="probability", row=1, col=1)
     add_cost_panels(fig, data)
     fig.update_layout(barmode="group", height=760)
