@@ -164,7 +164,8 @@ def test_comparison_figure_ratio_colours_and_axes(runs):
 def test_policy_colour_by_name_not_position():
     assert comparison.policy_colour("continuous", 0) == palette.POLICY["continuous"]
     assert comparison.policy_colour("static (wall)", 1) == palette.POLICY["static"]
-    assert comparison.policy_colour("run 2", 1) == palette.owner(1)
+    assert comparison.policy_colour("run 2", 1) == palette.SERIES["baseline"]
+    assert comparison.policy_colour("run 1", 0) == palette.SERIES["main"]
 
 
 def test_chapter_5_draws_the_same_figure(runs):

@@ -56,11 +56,10 @@ def test_no_hex_colour_outside_palette(path):
 
 
 def test_palette_values_are_colours():
-    colours = [*palette.OWNER, *palette.KIND.values(), *palette.KV.values()]
+    colours = [*palette.KIND.values()]
     colours += [c for n in palette.NEUTRAL.values() for c in n.values()]
     colours += [c for d in MEANINGS.values() for c in d.values()] + [*palette.SERIES.values()]
     assert all(re.fullmatch(r"#[0-9A-F]{6}", c) for c in colours), colours
-    assert palette.owner(len(palette.OWNER)) == palette.OWNER[0]
     # the kinds' order is the seg_kind wire code the JS indexes with
     assert list(palette.KIND) == sorted(KINDS, key=KINDS.get)
 
@@ -70,11 +69,7 @@ def test_css_variables_reach_every_view():
     assert css.startswith(".il-view {")
     for k, c in palette.KIND.items():
         assert f"--il-kind-{k}: {c};" in css
-    for i, c in enumerate(palette.OWNER):
-        assert f"--il-owner-{i}: {c};" in css
-    assert f"--il-owner-count: {len(palette.OWNER)};" in css
-    for k, c in palette.KV.items():
-        assert f"--il-kv-{k}: {c};" in css
+    assert "--il-owner" not in css and "--il-kv" not in css    # no cycling request colours
     for cls in (SchedulerTimeline, KVBlockMap, TokenStream):
         assert issubclass(cls, View) and cls._css.startswith(css), cls
         assert cls()._css.startswith(css)

@@ -155,8 +155,8 @@ class VllmPrefixCache(PlotView):
         fig.add(dict(type="scatter", x=ex, y=ey, mode="lines", hoverinfo="skip",
                      name="continues", line=dict(color=palette.MUTED, width=1),
                      showlegend=False))
-        for state, color, symbol in (("cached", palette.KV["cached"], "square"),
-                                     ("evicted", palette.KV["free"], "square-open")):
+        for state, color, symbol in (("cached", palette.CACHE["cached"], "square"),
+                                     ("evicted", palette.MUTED, "square-open")):
             ns = [n for n in nodes if n["state"] == state]
             fig.add(dict(
                 type="scatter", x=[n["depth"] for n in ns], y=[n["row"] for n in ns],

@@ -15,9 +15,9 @@ No hex value appears in two of PHASE, POLICY, CACHE and VERDICT, and SERIES and
 the common colour-vision deficiencies) and, for the verdicts, Paul Tol's muted green, olive
 and wine; the greys are chosen to read on a white page and on a dark one (NEUTRAL).
 
-``css_variables()`` puts the views' colours on their root element (``.il-view``) as CSS
-custom properties; inferlab.widgets prepends it to each view's stylesheet and the views'
-JS and CSS read ``var(--il-...)``. Page colours (text, background, borders) in the browser
+Every view draws its picture as a plotly figure from these; ``css_variables()`` gives the
+phases as CSS custom properties on the views' root element (``.il-view``) for the little a
+view draws in HTML beside it (inferlab.widgets prepends it to each view's stylesheet). Page colours (text, background, borders) in the browser
 come from the JupyterLab theme (``--jp-*``); ``NEUTRAL`` is only for the plotly templates.
 """
 from __future__ import annotations
@@ -76,29 +76,14 @@ NEUTRAL: dict[str, dict[str, str]] = {
 }
 
 # --- what the browser views read as CSS variables (widgets/common.js) --------------------------
-# colour per owner in the canvas views, in order. Requests are told apart by labels and
-# position, not by cycling these; the views being redrawn in plotly no longer use them.
-OWNER: tuple[str, ...] = (BLUE, ORANGE, BLUISH_GREEN, REDDISH_PURPLE, SKY_BLUE, VERMILLION,
-                          YELLOW, "#8C6BB1", "#1B9E77", "#A6761D")
 # the phases of a scheduler lane; the order is the wire code (0..3)
 KIND: dict[str, str] = {k: PHASE[k] for k in ("queued", "prefill", "decode", "preempted")}
-# KV block legend: the cache states; a free block is hollow with a muted edge
-KV: dict[str, str] = {"used": CACHE["used"], "free": MUTED, "cached": CACHE["cached"],
-                      "reserved": CACHE["waste"]}
 
 SELECTOR = ".il-view"     # the root element of every view (see widgets/*.js)
 
 
-def owner(i: int) -> str:
-    """Colour of owner ``i`` (cycles through OWNER)."""
-    return OWNER[i % len(OWNER)]
-
-
 def css_variables(selector: str = SELECTOR) -> str:
-    """The palette as CSS custom properties on ``selector``:
-    ``--il-kind-<kind>``, ``--il-owner-<i>``, ``--il-owner-count``, ``--il-kv-<name>``."""
+    """The phases as CSS custom properties on ``selector``, ``--il-kind-<phase>``, for what
+    the views draw in HTML beside their plotly figure (a warning's edge in the vLLM view)."""
     decl = [f"--il-kind-{k}: {c};" for k, c in KIND.items()]
-    decl += [f"--il-owner-{i}: {c};" for i, c in enumerate(OWNER)]
-    decl.append(f"--il-owner-count: {len(OWNER)};")
-    decl += [f"--il-kv-{k}: {c};" for k, c in KV.items()]
     return selector + " {\n  " + "\n  ".join(decl) + "\n}\n"

@@ -25,11 +25,11 @@ SEAT_PX = 20
 
 def policy_colour(label: str, i: int) -> str:
     """A policy's colour by its name (also inside a longer label, e.g. "static (wall)");
-    other labels (runs, configs) by their position."""
+    other labels (runs, configs) alternate two neutral series greys."""
     for name, colour in palette.POLICY.items():
         if name == label or name in label.lower().split():
             return colour
-    return palette.owner(i)
+    return (palette.SERIES["main"], palette.SERIES["baseline"])[i % 2]
 
 
 def seat_plan(trace, seats: int | None = None, upto: float | None = None) -> dict:
