@@ -79,12 +79,13 @@ def test_binder_env_runs_tour_under_memory_limit(tmp_path):
     where = _run([py, "-c", "import inferlab, sys; print(inferlab.__file__, sys.prefix)"], env, 60)
     assert str(venv) in where.split()[1] and where.startswith(ROOT)
 
-    # what binder/start sets at launch (threads from the cgroup, smoke-size workloads); this
-    # machine has no 2 GB cgroup, so tell inferlab.model.resources about Binder's limit instead
+    # what binder/start sets at launch (threads from the cgroup, sleeping OpenMP waits,
+    # smoke-size workloads); this machine has no 2 GB cgroup, so tell
+    # inferlab.model.resources about Binder's limit instead
     env.update(INFERLAB_SMOKE="1", INFERLAB_MEMORY_LIMIT="2G")
     env.update(dict(line.split("=", 1) for line in _run(
         ["bash", "binder/start", "env"], env, 60).splitlines()
-        if line.startswith(("OMP_NUM_THREADS=", "NUMBA_NUM_THREADS="))))
+        if line.startswith(("OMP_NUM_THREADS=", "NUMBA_NUM_THREADS=", "OMP_WAIT_POLICY="))))
     # register the venv's python as the kernel nbclient starts
     kernel_dir = tmp_path / "kernels" / "python3"
     kernel_dir.mkdir(parents=True)
