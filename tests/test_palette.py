@@ -11,7 +11,6 @@ from inferlab.lab import figures, palette
 from inferlab.observe.trace import Trace
 from inferlab.widgets import KVBlockMap, SchedulerTimeline, TokenStream, View
 from inferlab.widgets import kv_map as kv_mod
-from inferlab.widgets.timeline import KINDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # every meaning a colour can carry (issue 26): one hex value, one meaning
@@ -60,8 +59,6 @@ def test_palette_values_are_colours():
     colours += [c for n in palette.NEUTRAL.values() for c in n.values()]
     colours += [c for d in MEANINGS.values() for c in d.values()] + [*palette.SERIES.values()]
     assert all(re.fullmatch(r"#[0-9A-F]{6}", c) for c in colours), colours
-    # the kinds' order is the seg_kind wire code the JS indexes with
-    assert list(palette.KIND) == sorted(KINDS, key=KINDS.get)
 
 
 def test_css_variables_reach_every_view():

@@ -76,7 +76,7 @@ NEUTRAL: dict[str, dict[str, str]] = {
 }
 
 # --- what the browser views read as CSS variables (widgets/common.js) --------------------------
-# the phases of a scheduler lane; the order is the wire code (0..3)
+# the phases a scheduler lane draws (all but the finish mark)
 KIND: dict[str, str] = {k: PHASE[k] for k in ("queued", "prefill", "decode", "preempted")}
 
 SELECTOR = ".il-view"     # the root element of every view (see widgets/*.js)
