@@ -124,3 +124,43 @@ def test_a_heavy_widget_and_what_refers_to_it_leave_the_saved_state():
     assert set(outs[0]["data"]) == {"image/png", "text/plain"}       # the picture stays
     assert nb_outputs.WIDGET_VIEW in outs[1]["data"]
     assert nb_outputs.drop_heavy_widgets(nb, limit=1000) == 0
+
+
+
+def _unseen_on_github(nb: dict) -> list[str]:
+    """Outputs GitHub cannot show: a widget (no widget JavaScript there) or HTML with inline
+    styles (stripped there) that carries no PNG beside it; a progress bar's text is its
+    picture (its text/plain is the bar, at the run's end)."""
+    state = nb.get("metadata", {}).get("widgets", {}).get(nb_outputs.WIDGET_STATE, {}) \
+        .get("state", {})
+    bad = []
+    for i, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if "image/png" in data:
+                continue
+            view = data.get(nb_outputs.WIDGET_VIEW)
+            widget = view is not None and nb_outputs.bar_text(state, view["model_id"]) is None
+            styled = "style=" in "".join(data.get("text/html", ""))
+            if widget or styled:
+                bad.append(f"cell {i}: {''.join(data.get('text/plain', ''))[:60]!r}")
+    return bad
+
+
+def test_an_output_github_cannot_show_is_found():
+    nb = _bar_nb(4.0, "generate: 100%|██████████| 4/4 [00:01<00:00]")     # a bar: its text
+    outs = nb["cells"][0]["outputs"]
+    view = {"output_type": "display_data", "data": {nb_outputs.WIDGET_VIEW: {"model_id": "m"},
+                                                    "text/plain": "TokenStream(...)"}}
+    html = {"output_type": "display_data", "data": {"text/html": "<b style='color:red'>x</b>"}}
+    outs += [view, html]
+    assert len(_unseen_on_github(nb)) == 2
+    view["data"]["image/png"] = html["data"]["image/png"] = "iVBO"
+    assert _unseen_on_github(nb) == []
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOK_FILES))
+def test_every_widget_and_styled_output_carries_an_image(name):
+    nb = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text(encoding="utf-8"))
+    bad = _unseen_on_github(nb)
+    assert not bad, f"{name}: outputs GitHub shows blank or unstyled: {bad} (make notebooks)"
