@@ -159,14 +159,13 @@ class PlotView(View):
 
     A subclass builds the figure as a plain dict in ``_spec(dark)`` and calls ``_changed()``
     when what it shows changed (after a flush, on a scrubber move); the redraw is throttled
-    (``Throttle``: at most ``max_rate`` a second, a quarter of the time at most). ``figure()``
+    (``Throttle``: at most ``plot_rate`` a second, ``plot_duty`` of the time at most). ``figure()``
     is ``go.Figure(self._spec(dark))``: the export is what the live widget shows."""
     dark = t.Bool(False).tag(sync=True)              # the page's theme (the JS sets it)
     plot = t.Instance(go.FigureWidget, allow_none=True).tag(sync=True, **widget_serialization)
     redraw_on: tuple = ("dark",)                     # traits whose change redraws
-    # redraws a second at most, and the share of the time they may take: every plot update
-    # also comes back from plotly's front end as deltas the kernel's main thread must read,
-    # so three live plots at a quarter each left a click (Stop) waiting behind them
+    # redraws a second at most, and the share of the time they may take: the Lab shows three
+    # plots, and the engine and the notebook's own clicks share the kernel with them
     plot_rate, plot_duty = 10.0, 0.2
 
     def __init__(self, *args, **kwargs):
