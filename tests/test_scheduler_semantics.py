@@ -327,5 +327,5 @@ def test_priority_reaches_the_step_record_the_trace_and_the_timeline(tmp_path):
     tr.save(p)
     back = Trace.load(p)
     assert back.requests == tr.requests
-    assert dict(zip(tl.lanes, tl.lane_priority)) == {outs[0].request_id: 2,
+    assert tl.priorities() == {outs[0].request_id: 2,
                                                      outs[1].request_id: 0}

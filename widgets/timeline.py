@@ -38,6 +38,16 @@ class SchedulerTimeline(PlotView):
     def segments(self):
         return self._lb.all_segments()
 
+    def finishes(self) -> dict:
+        """{request id: (time, "finished" | "aborted" | ...)} for each request that ended."""
+        with self._lock:
+            return dict(self._lb.finish)
+
+    def priorities(self) -> dict:
+        """{request id: priority} per lane (0 unless scheduled by priority)."""
+        with self._lock:
+            return {r: self._lb.priority.get(r, 0) for r in self._lb.order}
+
     def _spec(self, dark: bool | None = None) -> dict:
         """The scheduler timeline (inferlab.lab.drawings.timeline), cut at the scrubber's
         step, in the page's theme unless ``dark`` says."""
