@@ -6,6 +6,9 @@ import pytest
 os.environ["INFERLAB_SMOKE"] = "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Kernels, JupyterLab and chromium share these CPUs with the test process: OpenMP threads that
+# spin while they wait make every one of them 5-30x slower (docs/results/omp-wait-amd.txt).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.hookimpl(trylast=True)            # after -m / -k have deselected what they deselect

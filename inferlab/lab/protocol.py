@@ -23,6 +23,7 @@ from typing import Any, Callable
 # moves by more than this fraction between before and after, makes a run untrustworthy.
 BUSY_SHARE = 0.5
 DRIFT = 0.25
+STEAL = 0.10          # a virtual machine's CPU time taken by the hypervisor for other guests
 CALIBRATION_LOOPS = 300_000
 
 
@@ -103,12 +104,35 @@ def load_average() -> float | None:
         return None
 
 
+def cpu_ticks() -> tuple[int, int] | None:
+    """(steal, total) CPU ticks of the whole machine since boot, from Linux's /proc/stat;
+    steal is time a virtual machine was ready to run but the hypervisor ran another guest,
+    which the load average inside the guest never shows. None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):       # pragma: no cover - not Linux
+        return None
+    steal = fields[7] if len(fields) > 7 else 0
+    return steal, sum(fields[:8])
+
+
+def steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The share of the machine's CPU time stolen by the hypervisor between two readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 def busy_warning(load: float | None, n_cpus: int, own_cpus: float, cal_before: float,
-                 cal_after: float) -> str | None:
+                 cal_after: float, steal: float | None = None) -> str | None:
     """The warning for these readings, or None. ``own_cpus``: how many CPUs this process kept
     busy on average during the run (its CPU time over the wall time), which the load
-    average counts too."""
+    average counts too; ``steal``: the share of CPU time the hypervisor gave other guests."""
     why = []
+    if steal is not None and steal > STEAL:
+        why.append(f"the hypervisor took {steal:.0%} of this virtual machine's CPU time "
+                   "for other guests (steal)")
     if load is not None:
         others = load - own_cpus
         if others > BUSY_SHARE * n_cpus:
@@ -133,15 +157,17 @@ class BusyCheck:
     def __enter__(self) -> "BusyCheck":
         self._cal0 = calibrate()
         self._t0, self._cpu0 = time.perf_counter(), time.process_time()
+        self._ticks0 = cpu_ticks()
         return self
 
     def __exit__(self, *exc) -> None:
         wall = max(time.perf_counter() - self._t0, 1e-9)
         own = (time.process_time() - self._cpu0) / wall
+        steal = steal_share(self._ticks0, cpu_ticks())
         cal1, load = calibrate(), load_average()
-        self.readings = {"load": load, "cpus": cpus(), "own_cpus": own,
+        self.readings = {"load": load, "cpus": cpus(), "own_cpus": own, "steal": steal,
                          "calibration_before_s": self._cal0, "calibration_after_s": cal1}
-        self.warning = busy_warning(load, cpus(), own, self._cal0, cal1)
+        self.warning = busy_warning(load, cpus(), own, self._cal0, cal1, steal)
 
 
 @dataclass
