@@ -27,12 +27,27 @@ import numpy as np
 
 if __name__ != "inferlab.kernels":
     # This folder found as a top-level ``kernels`` (a Python started at the repository root):
-    # transformers probes that name for Hugging Face's ``kernels`` package and, finding no
-    # metadata, imports it. Hand it an empty module with no file, which transformers reads as
-    # "not installed", and load nothing of ours a second time under another name.
+    # transformers (5.x depends on Hugging Face's ``kernels`` package) imports that name. Step
+    # aside: load the installed ``kernels`` from the rest of sys.path in our place, or, where
+    # none is installed, an empty module with no file, which transformers reads as "not
+    # installed". Nothing of ours is loaded a second time under another name.
+    import importlib.machinery
+    import os
     import types
-    sys.modules[__name__] = types.ModuleType(
-        __name__, "not a package: inferlab's kernels/ folder (installed as inferlab.kernels)")
+
+    def _real_kernels(name: str):
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != root]
+        spec = importlib.machinery.PathFinder.find_spec(name, rest)
+        if spec is None or spec.loader is None:
+            return types.ModuleType(
+                name, "not a package: inferlab's kernels/ folder (installed as inferlab.kernels)")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    sys.modules[__name__] = _real_kernels(__name__)
 
 ALL_BACKENDS = ("reference", "numba-cpu", "numba-cuda")
 CPU_AUTO_ORDER = ("numba-cpu", "reference")   # fastest first, per BENCHMARKS.md ## Kernels

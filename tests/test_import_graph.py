@@ -17,6 +17,8 @@ import subprocess
 import sys
 from collections import defaultdict
 
+import pytest
+
 from test_layout import PACKAGE_DIRS, ROOT, floor, imports, modules
 
 
@@ -150,24 +152,44 @@ def test_the_checks_catch_a_loop_a_private_import_and_a_reach_into_kernels(tmp_p
     assert len(bad) == 2 and "numba_cpu" in bad[0] and "kernels.secret" in bad[1]
 
 
-def test_nothing_named_kernels_imports_from_the_repository_root():
-    """transformers probes the name ``kernels`` for Hugging Face's package and, with no
-    metadata, imports it. Run from the project root, that finds the ``kernels/`` folder: it
-    must come back empty and file-less (transformers: "not installed"), loading nothing of
-    ours a second time; inferlab.kernels itself still works in the same process."""
-    code = ("import sys\n"
-            "from transformers.utils import import_utils as u\n"
-            "print(u.is_kernels_available())\n"
-            "import kernels\n"
-            "print(getattr(kernels, '__file__', None), hasattr(kernels, 'write_kv'),\n"
-            "      sorted(m for m in sys.modules if m.startswith('kernels.')))\n"
-            "import inferlab.kernels as k\n"
-            "print(k.resolve_backend('reference'), k.__name__)\n")
+def _from_root(code: str) -> list[str]:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split("\n")[:3] == ["False", "None False []", "reference inferlab.kernels"], \
-        out.stdout
+    return out.stdout.split("\n")
+
+
+def test_kernels_from_the_repository_root_is_the_installed_package():
+    """transformers 5 depends on Hugging Face's ``kernels`` package and imports it by that name.
+    Run from the project root (``python -m pytest``, ``python -m inferlab...``), the name first
+    finds our ``kernels/`` folder: it must step aside for the installed package (transformers
+    then loads), loading nothing of ours a second time; inferlab.kernels still works beside it."""
+    import importlib.metadata as md
+    try:
+        md.version("kernels")
+    except md.PackageNotFoundError:
+        pytest.skip("Hugging Face's kernels package is not installed (transformers < 5)")
+    lines = _from_root(
+        "import sys, pathlib\n"
+        "from transformers import LlamaConfig\n"          # imports kernels, as CI's failure did
+        "import kernels\n"
+        f"print(str(pathlib.Path(kernels.__file__).resolve().parent) == {str(ROOT / 'kernels')!r},\n"
+        "      hasattr(kernels, 'CUDAProperties'), hasattr(kernels, 'write_kv'))\n"
+        "import inferlab.kernels as k\n"
+        "print(k.resolve_backend('reference'), k.__name__)\n")
+    assert lines[:2] == ["False True False", "reference inferlab.kernels"], lines
+
+
+def test_kernels_from_the_repository_root_without_the_package_is_empty():
+    """Where no ``kernels`` is installed (here: site-packages hidden before the import), the
+    folder comes back as an empty module with no file: transformers reads "not installed"."""
+    lines = _from_root(
+        "import sys, numpy\n"                             # what the folder imports itself
+        "sys.path[:] = [p for p in sys.path if 'site-packages' not in p]\n"
+        "import kernels\n"
+        "print(getattr(kernels, '__file__', None), hasattr(kernels, 'write_kv'),\n"
+        "      sorted(m for m in sys.modules if m.startswith('kernels.')))\n")
+    assert lines[0] == "None False []", lines
 
 
 if __name__ == "__main__":
