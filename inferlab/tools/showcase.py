@@ -115,7 +115,13 @@ def main(argv=None) -> int:
         page.click(".il-lab-run")
         page.wait_for_function("/finished|done|stopped|error/.test(document.querySelector("
                                "'.il-lab-status').textContent)", timeout=300_000)
+        # the Lab is taller than the window: an element's screenshot shows only what the
+        # notebook's scroll box lets through, so the window is made tall enough for all of it
+        tall = page.locator(".il-lab").first.bounding_box()["height"] + 400
+        page.set_viewport_size({"width": 1400, "height": int(max(900, tall))})
+        page.wait_for_timeout(1500)
         _shot(page, ".il-lab", out / "lab.png")
+        page.set_viewport_size({"width": 1400, "height": 900})
         page.click(".lm-MenuBar-itemLabel:text-is('Settings')")
         page.hover(".lm-Menu-itemLabel:text-is('Theme')")
         page.click(".lm-Menu-itemLabel:text-is('JupyterLab Dark')")
