@@ -219,9 +219,9 @@ class Engine:
         if sched.is_empty:
             self._publish(sched, t_start, t_start, 0.0, 0.0, [])   # e.g. report an abort
             return []
-        sampled, wall, sim = self._execute(sched)
+        (sampled, logprobs), wall, sim = self._execute(sched)
         now = self.clock.now()
-        outputs, emitted = self._postprocess(sched, sampled, now)
+        outputs, emitted = self._postprocess(sched, sampled, logprobs, now)
         self._num_steps += 1
         self._publish(sched, t_start, now, wall, sim, emitted)
         return outputs
@@ -237,8 +237,9 @@ class Engine:
                 times.first_scheduled = t_start
         return sched
 
-    def _execute(self, sched: SchedulerOutput) -> tuple[dict[str, int], float, float]:
-        """One forward pass; returns (sampled tokens, wall seconds, clock seconds)."""
+    def _execute(self, sched: SchedulerOutput) -> tuple[tuple[dict, dict], float, float]:
+        """One forward pass; returns ((sampled tokens, their logprobs where asked for), wall
+        seconds, clock seconds)."""
         wall0 = time.perf_counter()
         sampled = self.runner.execute(sched, self.scheduler.requests)
         wall = time.perf_counter() - wall0
@@ -246,9 +247,11 @@ class Engine:
                                        for c in sched.chunks], wall)
         return sampled, wall, sim
 
-    def _postprocess(self, sched, sampled, now) -> tuple[list[RequestOutput], list]:
+    def _postprocess(self, sched, sampled, logprobs, now) -> tuple[list[RequestOutput], list]:
         outputs, emitted = [], []
         for req in self.scheduler.update(sched, sampled):
+            if req.request_id in logprobs:
+                req.output_logprobs.append(logprobs[req.request_id])
             delta, stop_hit = self.output.new_token(req, now)
             if stop_hit and not req.finished:
                 self.scheduler.finish(req, RequestStatus.FINISHED_STOPPED)

@@ -73,8 +73,34 @@ def test_max_tokens_and_eos(eng):
     (dict(max_tokens=0), "max_tokens"), (dict(temperature=-0.1), "temperature"),
     (dict(top_p=0.0), "top_p"), (dict(top_p=1.5), "top_p"), (dict(top_k=-1), "top_k"),
     (dict(max_tokens="5"), "max_tokens"), (dict(stop=[""]), "stop"),
+    (dict(logprobs=-1), "logprobs"), (dict(logprobs=21), "logprobs"),
+    (dict(logprobs=2.0), "logprobs"),
 ])
 def test_bad_params_name_the_field(kwargs, field):
     with pytest.raises((ValueError, TypeError), match=field) as e:
         il.SamplingParams(**kwargs)
     assert isinstance(e.value, il.InferlabError)
+
+
+def test_logprobs_are_the_raw_distribution_of_each_generated_token(eng):
+    """SamplingParams(logprobs=k), as vLLM: per generated token the k likeliest tokens and the
+    chosen one, log-probabilities of the raw logits (before temperature and filters); they
+    agree with the model's own logits for the same positions."""
+    prompt = [5, 6, 7, 8]
+    greedy, sampled, plain = eng.generate(
+        [prompt] * 3, [il.SamplingParams(max_tokens=4, ignore_eos=True, logprobs=3),
+                       il.SamplingParams(max_tokens=4, ignore_eos=True, logprobs=0,
+                                         temperature=5.0, seed=1),
+                       il.SamplingParams(max_tokens=4, ignore_eos=True)], use_tqdm=False)
+    assert plain.logprobs is None
+    assert len(greedy.logprobs) == len(sampled.logprobs) == 4
+    for tok, lp in zip(greedy.token_ids, greedy.logprobs):
+        assert len(lp) == 3 and tok in lp and lp[tok] == max(lp.values())    # greedy: the top
+        assert all(v <= 0.0 for v in lp.values())
+    for tok, lp in zip(sampled.token_ids, sampled.logprobs):
+        assert list(lp) == [tok]                                    # k=0: the chosen one only
+    logits = eng.runner.prompt_logits(prompt + greedy.token_ids[:-1])[len(prompt) - 1:]
+    ref = torch.log_softmax(logits.float(), -1)
+    for row, (tok, lp) in enumerate(zip(greedy.token_ids, greedy.logprobs)):
+        assert lp[tok] == pytest.approx(ref[row, tok].item(), abs=1e-4)
+        assert set(lp) == set(torch.topk(ref[row], 3).indices.tolist())

@@ -40,4 +40,5 @@ class OutputProcessor:
             self.drop(req.request_id)
         return RequestOutput(req.request_id, req.prompt_text, req.prompt_token_ids,
                              list(req.output_token_ids), text, req.finished, req.finish_reason,
-                             RequestMetrics.of(req), [req.output_token_ids[-1]], delta)
+                             RequestMetrics.of(req), [req.output_token_ids[-1]], delta,
+                             None if req.params.logprobs is None else list(req.output_logprobs))

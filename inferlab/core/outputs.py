@@ -65,6 +65,9 @@ class RequestOutput:
     metrics: RequestMetrics
     new_token_ids: list[int] = field(default_factory=list)   # this step's delta
     new_text: str = ""                                        # this step's text delta
+    # SamplingParams(logprobs=k): per generated token {token id: log-probability} of the k
+    # most likely tokens and the chosen one; None when not asked for
+    logprobs: list[dict[int, float]] | None = None
 
     def __repr__(self) -> str:
         return (f"RequestOutput(id={self.request_id!r}, tokens={len(self.token_ids)}, "

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 from ..errors import InvalidInputError, check_type
 
+MAX_LOGPROBS = 20          # as OpenAI's top_logprobs
+
 
 @dataclass(slots=True)
 class SamplingParams:
@@ -15,6 +17,9 @@ class SamplingParams:
     ``stop`` strings end generation; the returned text is cut just before the match.
     ``min_tokens`` (as in vLLM): until that many tokens are out, EOS and ``stop_token_ids``
     cannot be sampled and stop strings are not looked for.
+    ``logprobs`` (as in vLLM): with k, each generated token comes with the log-probabilities
+    of the model's k most likely tokens and of the token chosen, from the raw logits (before
+    temperature, top-k/top-p and min_tokens), in ``RequestOutput.logprobs``.
     """
 
     max_tokens: int = 64
@@ -26,6 +31,7 @@ class SamplingParams:
     ignore_eos: bool = False
     stop_token_ids: list[int] = field(default_factory=list)
     min_tokens: int = 0
+    logprobs: int | None = None
 
     def __post_init__(self):
         check_type("max_tokens", self.max_tokens, int, "an int >= 1")
@@ -60,6 +66,11 @@ class SamplingParams:
         if not 0 <= self.min_tokens <= self.max_tokens:
             raise InvalidInputError(f"min_tokens must be between 0 and max_tokens "
                                     f"({self.max_tokens}), got {self.min_tokens}")
+        if self.logprobs is not None:
+            check_type("logprobs", self.logprobs, int, f"an int from 0 to {MAX_LOGPROBS}, or None")
+            if not 0 <= self.logprobs <= MAX_LOGPROBS:
+                raise InvalidInputError(f"logprobs must be from 0 to {MAX_LOGPROBS} (or None), "
+                                        f"got {self.logprobs}")
 
     @property
     def greedy(self) -> bool:

@@ -61,6 +61,7 @@ class Request:
     arrival_time: float = 0.0
     status: RequestStatus = RequestStatus.WAITING
     output_token_ids: list[int] = field(default_factory=list)
+    output_logprobs: list[dict[int, float]] = field(default_factory=list)  # params.logprobs set
     num_computed_tokens: int = 0
     num_cached_tokens: int = 0       # prompt tokens served from the prefix cache (first admission)
     num_preemptions: int = 0

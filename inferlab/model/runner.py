@@ -21,7 +21,7 @@ from . import linear, precompile
 from .fused import FusedForward, attention_for, fused_runs
 from .llama import NO_TIMER, AttentionMetadata, LlamaForward, attention
 from .resources import available_memory
-from .sampler import make_generator, sample
+from .sampler import make_generator, sample, top_logprobs
 
 
 def check_backend(name: str, device: str, linear_backend: str = "auto") -> str:
@@ -177,18 +177,21 @@ class ModelRunner:
                 torch.tensor(pos, dtype=torch.int64, device=dev), meta,
                 torch.tensor(logits_idx, dtype=torch.int64, device=dev))
 
-    def execute(self, out: SchedulerOutput, requests) -> dict[str, int]:
-        """Run the step's forward; return the sampled token of each request that completed."""
+    def execute(self, out: SchedulerOutput, requests) -> tuple[dict[str, int], dict[str, dict]]:
+        """Run the step's forward; return the sampled token of each request that completed,
+        and for those whose params ask for ``logprobs``, {token id: log-probability}."""
         ids, pos, meta, logits_idx = self.prepare(out, requests)
         with self.timer("forward"):
             logits = self._forward(ids, pos, meta, self.k_cache, self.v_cache, logits_idx)
         samplers = [requests[c.request_id] for c in out.chunks if c.samples]
         if not samplers:
-            return {}
+            return {}, {}
         params = [r.params for r in samplers]
         gens = [None if p.greedy else self._generator(r) for r, p in zip(samplers, params)]
         tokens = sample(logits, params, gens, [r.banned_token_ids() for r in samplers])
-        return {r.request_id: t for r, t in zip(samplers, tokens)}
+        logprobs = {r.request_id: top_logprobs(logits[i], r.params.logprobs, tokens[i])
+                    for i, r in enumerate(samplers) if r.params.logprobs is not None}
+        return {r.request_id: t for r, t in zip(samplers, tokens)}, logprobs
 
     @torch.inference_mode()
     def prompt_logits(self, token_ids: list[int]) -> torch.Tensor:

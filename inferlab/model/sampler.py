@@ -33,6 +33,14 @@ def filter_logits(logits: torch.Tensor, p: SamplingParams) -> torch.Tensor:
     return logits
 
 
+def top_logprobs(logits: torch.Tensor, k: int, chosen: int) -> dict[int, float]:
+    """{token id: log-probability} of the ``k`` likeliest tokens of one row of raw logits
+    [vocab] and of ``chosen`` (vLLM's ``logprobs``), computed in float32."""
+    lp = torch.log_softmax(logits.float(), dim=-1)
+    ids = torch.topk(lp, k).indices.tolist() if k else []
+    return {t: float(lp[t]) for t in [*ids, chosen]}
+
+
 def sample(logits: torch.Tensor, params: list[SamplingParams],
            generators: list[torch.Generator | None],
            banned: list[list[int]] | None = None) -> list[int]:
