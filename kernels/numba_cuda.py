@@ -14,7 +14,18 @@ Grid of the attention kernel: x = (query row, kv head), y = partition of the con
   split-K so enough blocks fill the GPU) a second small kernel merges the partitions with the
   same max/sum rescaling.
 Partition count comes from block_tables.shape (an upper bound of the context), not from
-seq_lens, so nothing is read back to the host. float32 only; head_dim a multiple of 32, <= 128.
+seq_lens, so nothing is read back to the host. head_dim a multiple of 32, <= 128.
+
+Element types: float32, float16 and bfloat16 (q, k_cache, v_cache in one of them; write_kv's
+k, v may be any of the three and are converted to the caches' type). Every kernel is one
+source built per element type (the factories below are cached per type): loads go through
+``LOAD[dtype]`` to float32, stores through ``STORE[dtype]`` from float32. All arithmetic is
+float32 (scores, the online softmax's m and l, the accumulator, the partition merge); only the
+output is rounded to q's type, to nearest even. float16 is numba's own float16 (the array's
+setitem rounds); bfloat16, which numba's arrays, its CUDA simulator and torch's
+``__cuda_array_interface__`` do not take, travels as its int16 bits (cuda_launch.py) and is
+converted with integer ops and ``libdevice.int_as_float`` / ``float_as_int`` (in the
+simulator: numpy views, cuda_launch.install_simulator_extras).
 """
 from __future__ import annotations
 
@@ -22,10 +33,11 @@ import functools
 import math
 
 import numpy as np
-from numba import config, cuda, float32
+from numba import config, cuda, float32, int32
 
 from inferlab.core.shapes import cdiv
-from inferlab.kernels.cuda_launch import Launch, host_view, install_simulator_shuffle
+from inferlab.kernels.cuda_launch import DTYPES, Launch, dtype_name, host_view, \
+    install_simulator_extras
 
 WARPS = 4                 # warps per thread block
 THREADS = WARPS * 32
@@ -37,7 +49,49 @@ FULL_MASK = 0xFFFFFFFF
 
 
 if config.ENABLE_CUDASIM:
-    install_simulator_shuffle()
+    install_simulator_extras()
+
+
+# ---- element types: load to float32, store from float32 -----------------------------------
+
+@cuda.jit(device=True, inline=True)
+def _to_f32(x):              # a float32 or float16 element
+    return float32(x)
+
+
+@cuda.jit(device=True, inline=True)
+def _bf16_to_f32(x):         # bf16 bits (int16): the upper half of a float32's bits
+    return cuda.libdevice.int_as_float(int32(x) << 16)
+
+
+@cuda.jit(device=True, inline=True)
+def _as_is(x):               # into a float32 / float16 array: its setitem rounds to nearest even
+    return x
+
+
+@cuda.jit(device=True, inline=True)
+def _f32_to_bf16(x):         # float32 -> bf16 bits, round to nearest even (ties to even)
+    if x != x:
+        return 0x7FC0                                    # NaN: the quiet NaN
+    b = cuda.libdevice.float_as_int(x)                   # as int32: >> sign-extends, and the
+    return (b + 0x7FFF + ((b >> 16) & 1)) >> 16          # low 16 bits of the result are the bf16
+
+
+LOAD = {"float32": _to_f32, "float16": _to_f32, "bfloat16": _bf16_to_f32}
+STORE = {"float32": _as_is, "float16": _as_is, "bfloat16": _f32_to_bf16}
+
+
+@functools.cache
+def _convert(src: str, dst: str):
+    """Element of type src -> element of type dst (the same type: the bits as they are)."""
+    if src == dst:
+        return _as_is
+    load, store = LOAD[src], STORE[dst]
+
+    @cuda.jit(device=True, inline=True)
+    def convert(x):
+        return store(load(x))
+    return convert
 
 
 @cuda.jit(device=True, inline=True)
@@ -57,10 +111,12 @@ def _row_context(row, seq_lens, query_start_loc, is_prefill):
 
 
 @functools.cache
-def _attention_kernel(G: int, J: int):
-    """The kernel for G query heads per kv head and head_dim = 32 * J. Both are compile-time
-    constants: every small loop unrolls and the per-lane arrays stay in registers (a generic
-    build with guards to the maxima needed 158 registers/thread; this one, far fewer)."""
+def _attention_kernel(G: int, J: int, dtype: str = "float32"):
+    """The kernel for G query heads per kv head, head_dim = 32 * J, and q, caches and output
+    of element type ``dtype``. G and J are compile-time constants: every small loop unrolls
+    and the per-lane arrays stay in registers (a generic build with guards to the maxima
+    needed 158 registers/thread; this one, far fewer)."""
+    load, store = LOAD[dtype], STORE[dtype]
     D = 32 * J
     GD = G * D                       # array shapes must be plain constants, not expressions
 
@@ -92,7 +148,7 @@ def _attention_kernel(G: int, J: int):
         l_sh = cuda.shared.array((WARPS, G), float32)
         acc_sh = cuda.shared.array((WARPS, G, D), float32)
         for i in range(tid, G * D, THREADS):
-            q_sh[i] = q[row, kvh * G + i // D, i % D] * scale
+            q_sh[i] = load(q[row, kvh * G + i // D, i % D]) * scale
         cuda.syncthreads()
 
         m = cuda.local.array(G, float32)                 # running max per head
@@ -113,8 +169,8 @@ def _attention_kernel(G: int, J: int):
         if t < t_end:                                    # prefetch this warp's first token
             blk = block_tables[seq, t // bs]
             for j in range(J):
-                k_nxt[j] = k_cache[blk, t % bs, kvh, lane + 32 * j]
-                v_nxt[j] = v_cache[blk, t % bs, kvh, lane + 32 * j]
+                k_nxt[j] = load(k_cache[blk, t % bs, kvh, lane + 32 * j])
+                v_nxt[j] = load(v_cache[blk, t % bs, kvh, lane + 32 * j])
         while t < t_end:
             for j in range(J):
                 k_reg[j] = k_nxt[j]
@@ -123,8 +179,8 @@ def _attention_kernel(G: int, J: int):
             if t_next < t_end:                           # issue the next loads now
                 blk = block_tables[seq, t_next // bs]
                 for j in range(J):
-                    k_nxt[j] = k_cache[blk, t_next % bs, kvh, lane + 32 * j]
-                    v_nxt[j] = v_cache[blk, t_next % bs, kvh, lane + 32 * j]
+                    k_nxt[j] = load(k_cache[blk, t_next % bs, kvh, lane + 32 * j])
+                    v_nxt[j] = load(v_cache[blk, t_next % bs, kvh, lane + 32 * j])
             for g in range(G):
                 d = float32(0.0)
                 for j in range(J):
@@ -168,7 +224,7 @@ def _attention_kernel(G: int, J: int):
                     a_all += acc_sh[w, g, d] * c
             h = kvh * G + g
             if nparts == 1:
-                out[row, h, d] = a_all / l_all
+                out[row, h, d] = store(a_all / l_all)
             else:
                 part_acc[row, h, part, d] = a_all
                 if d == 0:
@@ -178,58 +234,81 @@ def _attention_kernel(G: int, J: int):
     return kernel
 
 
-@cuda.jit
-def _merge_partitions_kernel(part_m, part_l, part_acc, out):
-    # one block per (row, head), one thread per dim; empty partitions have l = 0
-    row = cuda.blockIdx.x // out.shape[1]
-    h = cuda.blockIdx.x % out.shape[1]
-    d = cuda.threadIdx.x
-    m_all = float32(-math.inf)
-    for p in range(part_m.shape[2]):
-        if part_l[row, h, p] > 0.0:
-            m_all = max(m_all, part_m[row, h, p])
-    l_all = float32(0.0)
-    a_all = float32(0.0)
-    for p in range(part_m.shape[2]):
-        if part_l[row, h, p] > 0.0:
-            c = math.exp(part_m[row, h, p] - m_all)
-            l_all += part_l[row, h, p] * c
-            a_all += part_acc[row, h, p, d] * c
-    out[row, h, d] = a_all / l_all
+@functools.cache
+def _merge_partitions_kernel(dtype: str = "float32"):
+    """The merge of the float32 partitions into an output of element type ``dtype``."""
+    store = STORE[dtype]
+
+    @cuda.jit
+    def kernel(part_m, part_l, part_acc, out):
+        # one block per (row, head), one thread per dim; empty partitions have l = 0
+        row = cuda.blockIdx.x // out.shape[1]
+        h = cuda.blockIdx.x % out.shape[1]
+        d = cuda.threadIdx.x
+        m_all = float32(-math.inf)
+        for p in range(part_m.shape[2]):
+            if part_l[row, h, p] > 0.0:
+                m_all = max(m_all, part_m[row, h, p])
+        l_all = float32(0.0)
+        a_all = float32(0.0)
+        for p in range(part_m.shape[2]):
+            if part_l[row, h, p] > 0.0:
+                c = math.exp(part_m[row, h, p] - m_all)
+                l_all += part_l[row, h, p] * c
+                a_all += part_acc[row, h, p, d] * c
+        out[row, h, d] = store(a_all / l_all)
+    return kernel
 
 
-@cuda.jit
-def _write_kv_kernel(k, v, k_cache, v_cache, slot_mapping):
-    # one block per new token; threads stride over its [KVH, D] values (coalesced)
-    i = cuda.blockIdx.x
-    slot = slot_mapping[i]
-    if slot < 0:                                         # padding slot: nothing to write
-        return
-    bs = k_cache.shape[1]
-    head_dim = k_cache.shape[3]
-    for e in range(cuda.threadIdx.x, k.shape[1] * head_dim, cuda.blockDim.x):
-        k_cache[slot // bs, slot % bs, e // head_dim, e % head_dim] = k[i, e // head_dim,
-                                                                          e % head_dim]
-        v_cache[slot // bs, slot % bs, e // head_dim, e % head_dim] = v[i, e // head_dim,
-                                                                          e % head_dim]
+@functools.cache
+def _write_kv_kernel(src: str = "float32", dst: str = "float32"):
+    """write_kv for new k, v of element type ``src`` into caches of type ``dst``."""
+    convert = _convert(src, dst)
+
+    @cuda.jit
+    def kernel(k, v, k_cache, v_cache, slot_mapping):
+        # one block per new token; threads stride over its [KVH, D] values (coalesced)
+        i = cuda.blockIdx.x
+        slot = slot_mapping[i]
+        if slot < 0:                                     # padding slot: nothing to write
+            return
+        bs = k_cache.shape[1]
+        head_dim = k_cache.shape[3]
+        for e in range(cuda.threadIdx.x, k.shape[1] * head_dim, cuda.blockDim.x):
+            k_cache[slot // bs, slot % bs, e // head_dim, e % head_dim] = convert(
+                k[i, e // head_dim, e % head_dim])
+            v_cache[slot // bs, slot % bs, e // head_dim, e % head_dim] = convert(
+                v[i, e // head_dim, e % head_dim])
+    return kernel
 
 
 # ---- launchers -----------------------------------------------------------------------------
 
-def _check(q, k_cache):
+def _dtype(x, what: str) -> str:
+    name = dtype_name(x)
+    if name not in DTYPES:
+        raise TypeError(f"numba-cuda kernels take {', '.join(DTYPES)}; got {what} of {x.dtype}")
+    return name
+
+
+def _check(q, k_cache, v_cache) -> str:
+    """q's element type, after checking the shapes and that the caches share it."""
     head_dim, num_kv_heads = k_cache.shape[3], k_cache.shape[2]
     group = q.shape[1] // num_kv_heads
     if head_dim % 32 or head_dim > MAX_DIM or group > MAX_GROUP:
         raise ValueError(f"numba-cuda supports head_dim in 32..{MAX_DIM} step 32 and at most "
                          f"{MAX_GROUP} query heads per kv head; got head_dim={head_dim}, "
                          f"group={group}")
-    if str(q.dtype).rsplit(".", 1)[-1] != "float32":
-        raise TypeError(f"numba-cuda kernels are float32; got {q.dtype}")
+    dtype = _dtype(q, "q")
+    if _dtype(k_cache, "k_cache") != dtype or _dtype(v_cache, "v_cache") != dtype:
+        raise TypeError(f"q, k_cache and v_cache must have one dtype; got {q.dtype}, "
+                        f"{k_cache.dtype}, {v_cache.dtype}")
+    return dtype
 
 
 def _attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, is_prefill, scale,
                partition_size):
-    _check(q, k_cache)
+    dtype = _check(q, k_cache, v_cache)
     L = Launch(q)
     num_rows, num_heads, head_dim = q.shape
     num_kv_heads, bs = k_cache.shape[2], k_cache.shape[1]
@@ -243,17 +322,18 @@ def _attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, is_
     i32 = np.int32
     args = [L.dev(q), L.dev(k_cache), L.dev(v_cache), L.dev(block_tables, i32),
             L.dev(seq_lens, i32), L.dev(query_start_loc, i32)]
-    out_handle, out = L.empty((num_rows, num_heads, head_dim))
+    out_handle, out = L.empty((num_rows, num_heads, head_dim), dtype)
     shape = (num_rows, num_heads, nparts) if nparts > 1 else (1, 1, 1)
-    _, pm = L.empty(shape)
+    _, pm = L.empty(shape)                               # the partitions stay float32
     _, pl = L.empty(shape)
     _, pa = L.empty(shape + (head_dim,))
     grid = (num_rows * num_kv_heads, nparts)
-    kernel = _attention_kernel(num_heads // num_kv_heads, head_dim // 32)
+    kernel = _attention_kernel(num_heads // num_kv_heads, head_dim // 32, dtype)
     kernel[grid, THREADS, L.stream](*args, is_prefill, np.float32(scale), partition_size, out,
                                     pm, pl, pa)
     if nparts > 1:
-        _merge_partitions_kernel[num_rows * num_heads, head_dim, L.stream](pm, pl, pa, out)
+        _merge_partitions_kernel(dtype)[num_rows * num_heads, head_dim, L.stream](pm, pl, pa,
+                                                                                   out)
     return L.result(out_handle, q)
 
 
@@ -271,14 +351,19 @@ def paged_attention_prefill(q, k_cache, v_cache, block_tables, seq_lens, query_s
 
 
 def write_kv(k, v, k_cache, v_cache, slot_mapping) -> None:
+    """k, v of any of DTYPES into caches of one of them (float32 into a half cache: rounded
+    to nearest even; the same type: copied bit for bit)."""
+    src, dst = _dtype(k, "k"), _dtype(k_cache, "k_cache")
+    if _dtype(v, "v") != src or _dtype(v_cache, "v_cache") != dst:
+        raise TypeError(f"k and v, and k_cache and v_cache, must have one dtype each; got "
+                        f"{k.dtype}, {v.dtype}, {k_cache.dtype}, {v_cache.dtype}")
     L = Launch(k_cache)
     if k.shape[0] == 0:
         return
     kc, vc = L.dev(k_cache, inplace=True), L.dev(v_cache, inplace=True)
-    _write_kv_kernel[k.shape[0], 128, L.stream](L.dev(k), L.dev(v), kc, vc,
-                                                L.dev(slot_mapping, np.int64))
+    _write_kv_kernel(src, dst)[k.shape[0], 128, L.stream](L.dev(k), L.dev(v), kc, vc,
+                                                           L.dev(slot_mapping, np.int64))
     if L.host:                                           # host caches: copy the update back
         kc.copy_to_host(host_view(k_cache), stream=L.stream)
         vc.copy_to_host(host_view(v_cache), stream=L.stream)
         L.stream.synchronize()
-
