@@ -7,7 +7,8 @@ and a ``backend=`` argument: "reference", "numba-cpu", "numba-cuda", or None/"au
 available for where the data lives (numba-cuda for CUDA tensors, otherwise the CPU backend that
 ``inferlab bench kernels`` measured fastest: numba-cpu). ``paged_attention_sdpa`` (sdpa.py):
 torch's SDPA over K/V gathered from the cache, for long prompt chunks. Shapes are documented in
-``reference.py``; every backend takes exactly the same arguments.
+``reference.py``; every backend takes exactly the same arguments. numba-cpu takes float32,
+float16 and bfloat16 (q and caches of one dtype; half read zero copy, float32 accumulation).
 
 The CPU kernels of the fast forward, numpy float32 in, results written in place (their
 references are the torch ops of ``inferlab.model.llama``):
@@ -110,16 +111,30 @@ def _backend_for(backend, x) -> str:
 
 
 def _to_numpy(x):
+    """A numpy view of ``x``, sharing its memory (write_kv is in place). numpy has no bfloat16:
+    a bfloat16 tensor comes as its bits, uint16, which the numba-cpu kernels read as bfloat16."""
     if _is_torch(x):
         if x.device.type != "cpu":
             raise ValueError("the numba-cpu backend needs CPU tensors; got " + str(x.device))
-        return x.detach().numpy()                       # shares memory (write_kv is in place)
+        import torch
+        x = x.detach()
+        if x.dtype == torch.bfloat16:
+            return x.view(torch.int16).numpy().view(np.uint16)
+        return x.numpy()
     return np.asarray(x)
 
 
 def _to_torch(x):
     import torch
     return x if _is_torch(x) else torch.from_numpy(np.asarray(x))
+
+
+def _to_torch_like(out, q):
+    """numba-cpu's result (numpy, q's dtype; bfloat16 as its uint16 bits) as a tensor like q."""
+    import torch
+    if q.dtype == torch.bfloat16:
+        return torch.from_numpy(out.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(out)
 
 
 def _cuda_module():
@@ -138,6 +153,8 @@ def write_kv(k, v, k_cache, v_cache, slot_mapping, backend=None) -> None:
                            _to_torch(slot_mapping))
     elif b == "numba-cpu":
         from inferlab.kernels import numba_cpu
+        if _is_torch(k_cache):                          # k, v in the cache's dtype (rounded)
+            k, v = (x.to(k_cache.dtype) if _is_torch(x) else x for x in (k, v))
         numba_cpu.write_kv(*map(_to_numpy, (k, v, k_cache, v_cache, slot_mapping)))
     else:
         _cuda_module().write_kv(k, v, k_cache, v_cache, slot_mapping)
@@ -154,7 +171,7 @@ def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale, b
     if b == "numba-cpu":
         from inferlab.kernels import numba_cpu
         out = numba_cpu.paged_attention_decode(*map(_to_numpy, args), scale)
-        return _to_torch(out) if _is_torch(q) else out
+        return _to_torch_like(out, q) if _is_torch(q) else out
     return _cuda_module().paged_attention_decode(*args, scale)
 
 
@@ -170,7 +187,7 @@ def paged_attention_prefill(q, k_cache, v_cache, block_tables, seq_lens, query_s
     if b == "numba-cpu":
         from inferlab.kernels import numba_cpu
         out = numba_cpu.paged_attention_prefill(*map(_to_numpy, args), scale)
-        return _to_torch(out) if _is_torch(q) else out
+        return _to_torch_like(out, q) if _is_torch(q) else out
     return _cuda_module().paged_attention_prefill(*args, scale)
 
 

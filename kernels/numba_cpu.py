@@ -15,8 +15,13 @@ Layout of the work (why it is fast on a few cores):
 - fastmath without nnan/ninf: lets LLVM vectorise the dot products (reassociation) while the
   -inf running max of an empty row still behaves.
 
-All arrays are numpy, float32 (inferlab.kernels converts torch tensors, zero copy, and casts
-other float dtypes) -- the accumulators are float32 whatever comes in.
+Arrays are numpy (inferlab.kernels views torch tensors, zero copy). q and the caches may be
+float32, float16, or bfloat16 as its uint16 bits (numpy has none): half-precision rows are read
+as they are and converted to float32 rows in a scratch (``load_row``, half_cpu.py), so the same
+functions serve every dtype, numba compiling one specialisation per dtype (float32's loads are
+the rows themselves, as before). Other float dtypes are cast to float32 copies. Scores, softmax
+and sums are float32 whatever comes in; the result comes back in q's dtype, rounded to nearest
+even. write_kv copies k/v into the caches as they are (half bits for half caches), in place.
 """
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ import threading
 import numba
 import numpy as np
 from numba import njit, prange
+
+from .half_cpu import bits_view, kernel_array, like_cache, load_row, result_as
 
 
 def _omp_layer_loads() -> bool:
@@ -97,7 +104,9 @@ def attend_rows(q, k_cache, v_cache, table, row0, nrows, pos0, kvh, group, scale
     bs = k_cache.shape[1]
     head_dim = k_cache.shape[3]
     R = nrows * group                                  # (token, head) pairs of this item
-    qt = np.empty((R, head_dim), dtype=np.float32)        # [R, D] scaled queries
+    buf = np.empty((R + 4, head_dim), dtype=np.float32)   # one allocation for:
+    qt = buf[:R]                                       # [R, D] scaled queries
+    rows = buf[R:]                                     # [4, D] half q/K/V rows as float32
     acc = np.zeros((R, head_dim), dtype=np.float32)       # [R, D] unnormalised output
     m = np.full(R, -np.inf, dtype=np.float32)          # [R] running max score
     l = np.zeros(R, dtype=np.float32)                  # [R] running sum of exp
@@ -108,8 +117,9 @@ def attend_rows(q, k_cache, v_cache, table, row0, nrows, pos0, kvh, group, scale
     for r in range(R):
         tok, g = r // group, r % group
         last[r] = pos0 + tok                           # non-decreasing in r
+        qrow = load_row(q[row0 + tok, kvh * group + g], rows[0])
         for d in range(head_dim):
-            qt[r, d] = q[row0 + tok, kvh * group + g, d] * scale
+            qt[r, d] = qrow[d] * scale
 
     n_keys = pos0 + nrows                              # keys visible to the last row
     for b in range((n_keys + bs - 1) // bs):
@@ -119,7 +129,7 @@ def attend_rows(q, k_cache, v_cache, table, row0, nrows, pos0, kvh, group, scale
         # scores: each K row is loaded once and used by every row that sees it, three rows
         # to a pass over the row (three dot products share each load: ~25% faster than one)
         for t in range(tmax):
-            krow = k_cache[blk, t, kvh]                # [D]
+            krow = load_row(k_cache[blk, t, kvh], rows[0])   # [D]
             r = 0
             while r < R and last[r] < t0 + t:          # rows before this key (causal)
                 r += 1
@@ -162,15 +172,17 @@ def attend_rows(q, k_cache, v_cache, table, row0, nrows, pos0, kvh, group, scale
         # weighted values: each V row loaded once, four keys to a pass over the accumulator
         t = 0
         while t + 4 <= tmax:
-            v0, v1 = v_cache[blk, t, kvh], v_cache[blk, t + 1, kvh]
-            v2, v3 = v_cache[blk, t + 2, kvh], v_cache[blk, t + 3, kvh]
+            v0 = load_row(v_cache[blk, t, kvh], rows[0])
+            v1 = load_row(v_cache[blk, t + 1, kvh], rows[1])
+            v2 = load_row(v_cache[blk, t + 2, kvh], rows[2])
+            v3 = load_row(v_cache[blk, t + 3, kvh], rows[3])
             for r in range(R):
                 p0, p1, p2, p3 = sc[r, t], sc[r, t + 1], sc[r, t + 2], sc[r, t + 3]
                 for d in range(head_dim):
                     acc[r, d] += p0 * v0[d] + p1 * v1[d] + p2 * v2[d] + p3 * v3[d]
             t += 4
         while t < tmax:
-            vrow = v_cache[blk, t, kvh]                # [D]
+            vrow = load_row(v_cache[blk, t, kvh], rows[0])   # [D]
             for r in range(R):
                 p = sc[r, t]
                 for d in range(head_dim):
@@ -258,32 +270,31 @@ def prefill_work(seq_lens, query_start_loc, q_tile: int = Q_TILE) -> np.ndarray:
 
 
 def write_kv(k, v, k_cache, v_cache, slot_mapping) -> None:
+    """In place; half-precision caches get the bits of k and v (see half_cpu.py)."""
+    k_cache, v_cache = bits_view(k_cache), bits_view(v_cache)
+    k, v = like_cache(k, k_cache), like_cache(v, v_cache)
     _write_kv_kernel(k, v, k_cache, v_cache, np.ascontiguousarray(slot_mapping, np.int64))
 
 
-def _f32(x):
-    return np.ascontiguousarray(x, np.float32)          # no copy for contiguous float32
-
-
 def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale):
-    out = np.empty(q.shape, np.float32)                 # [S, H, D]
+    out = np.empty(np.shape(q), np.float32)             # [S, H, D]
     seq_lens = np.ascontiguousarray(seq_lens, np.int32)
-    row_bytes = 2 * k_cache.shape[2] * k_cache.shape[3] * 4   # K+V of one token
+    row_bytes = 2 * k_cache.shape[2] * k_cache.shape[3] * 4   # K+V of one token, as float32
     _run(_decode_serial, _decode_parallel, int(seq_lens.sum()) * row_bytes,
-         _f32(q), _f32(k_cache), _f32(v_cache), np.ascontiguousarray(block_tables, np.int32),
-         seq_lens, float(scale), out)
-    return out.astype(q.dtype, copy=False)
+         kernel_array(q), kernel_array(k_cache), kernel_array(v_cache),
+         np.ascontiguousarray(block_tables, np.int32), seq_lens, float(scale), out)
+    return result_as(out, q)
 
 
 def paged_attention_prefill(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc,
                             scale):
-    out = np.zeros(q.shape, np.float32)                 # [T, H, D]
+    out = np.zeros(np.shape(q), np.float32)             # [T, H, D]
     work = prefill_work(np.asarray(seq_lens), np.asarray(query_start_loc))
     if len(work):
-        # K/V bytes touched: each tile re-reads its sequence's keys up to its last row
+        # K/V work: each tile re-reads its sequence's keys up to its last row
         row_bytes = 2 * k_cache.shape[2] * k_cache.shape[3] * 4
         kv_bytes = int((work[:, 3] + work[:, 2]).sum()) * row_bytes
-        _run(_prefill_serial, _prefill_parallel, kv_bytes, _f32(q), _f32(k_cache),
-             _f32(v_cache), np.ascontiguousarray(block_tables, np.int32), work, float(scale),
-             out)
-    return out.astype(q.dtype, copy=False)
+        _run(_prefill_serial, _prefill_parallel, kv_bytes, kernel_array(q),
+             kernel_array(k_cache), kernel_array(v_cache),
+             np.ascontiguousarray(block_tables, np.int32), work, float(scale), out)
+    return result_as(out, q)
