@@ -20,7 +20,9 @@ these (BENCHMARKS.md, section "Speed").
   with the small ops between the GEMMs in numba kernels.
 * ``"auto"``: ``numba`` when the packed copy fits comfortably in free memory (less than a
   third of it), else ``numba+onednn``; ``torch`` where oneDNN cannot run (GPU,
-  other dtypes); without numba, the oneDNN backend alone.
+  other dtypes, bfloat16 where oneDNN cannot run it: no AVX512); without numba, the oneDNN
+  backend alone. In bfloat16, oneDNN uses AMX or AVX512-BF16 where the CPU has them
+  (model/cpu_features.py).
 
 Outputs agree with the reference to float32 rounding (summation order differs, ~1e-4
 absolute on these layers); greedy tokens are checked against transformers and vLLM by the
@@ -33,6 +35,8 @@ import importlib.util
 import torch
 
 from inferlab import kernels
+
+from . import cpu_features
 
 LINEAR_BACKENDS = ("torch", "onednn", "onednn-packed", "numba", "numba+onednn",
                    "numba+onednn-packed")
@@ -56,6 +60,9 @@ def unavailable(name: str, device: str, dtype) -> str | None:
         return f"oneDNN linear here takes float32 or bfloat16 weights, not {dtype}"
     if not torch.backends.mkldnn.is_available():
         return "this torch build has no oneDNN (mkldnn)"
+    if dtype == torch.bfloat16 and not cpu_features.onednn_runs("bfloat16"):
+        return ("oneDNN cannot run bfloat16 on this CPU (it needs AVX512; or ONEDNN_MAX_CPU_ISA "
+                "caps it below): use linear_backend='torch'")
     return None
 
 

@@ -17,7 +17,7 @@ from inferlab import kernels
 from ..core.events import SchedulerOutput
 from ..core.shapes import cdiv
 from ..errors import InvalidInputError
-from . import linear, precompile
+from . import cpu_features, linear, precompile
 from .fused import FusedForward, attention_for, fused_runs
 from .llama import NO_TIMER, AttentionMetadata, LlamaForward, attention
 from .resources import available_memory
@@ -48,6 +48,14 @@ def _linear_backend(name: str, weights, mapped: bool) -> str:
         raise InvalidInputError(f"linear_backend: {e}") from None
 
 
+def _precision(dtype: torch.dtype, device: torch.device) -> str:
+    """"float32", or e.g. "bfloat16 (avx512-bf16)": a half dtype and how the CPU runs it."""
+    name = str(dtype).removeprefix("torch.")
+    if name == "float32" or device.type != "cpu":
+        return name
+    return f"{name} ({cpu_features.half_path(name)})"
+
+
 @dataclass(frozen=True, slots=True)
 class ForwardPlan:
     """How every step of an engine runs."""
@@ -56,6 +64,8 @@ class ForwardPlan:
     linear_backend: str        # a model/linear.py backend ("numba", "onednn", "torch", ...)
     fused_available: bool      # the fast forward can run (numba linear + numba CPU attention)
     fused: bool                # it runs; else the op-by-op reference
+    precision: str = "float32"  # the model's dtype and, in half precision on the CPU, the
+                                # instructions its GEMMs use (model/cpu_features.py)
 
     @property
     def path(self) -> str:
@@ -80,7 +90,8 @@ class ModelRunner:
         m = self.model
         can_fuse = fused_runs(self.linear_backend, self.backend, m.dtype, self.device)
         self._fused = FusedForward(m) if can_fuse else None
-        self.plan = ForwardPlan(self.backend, self.linear_backend, can_fuse, can_fuse)
+        self.plan = ForwardPlan(self.backend, self.linear_backend, can_fuse, can_fuse,
+                                _precision(m.dtype, self.device))
         self._forward = self._fused or m.forward
         self.timer = NO_TIMER
         shape = (m.num_layers, num_blocks, block_size, m.num_kv_heads, m.head_dim)
@@ -100,7 +111,7 @@ class ModelRunner:
                 f"the fused forward needs a numba linear backend and numba CPU attention on a "
                 f"float32 CPU model; this engine has {self.linear_backend} / {self.backend}")
         self.plan = ForwardPlan(self.backend, self.linear_backend, self._fused is not None,
-                                path == "fused")
+                                path == "fused", self.plan.precision)
         self._forward = self._fused if path == "fused" else self.model.forward
 
     def attention_for(self, meta: AttentionMetadata):
