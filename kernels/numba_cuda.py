@@ -25,7 +25,7 @@ output is rounded to q's type, to nearest even. float16 is numba's own float16 (
 setitem rounds); bfloat16, which numba's arrays, its CUDA simulator and torch's
 ``__cuda_array_interface__`` do not take, travels as its int16 bits (cuda_launch.py) and is
 converted with integer ops and ``libdevice.int_as_float`` / ``float_as_int`` (in the
-simulator: numpy views, cuda_launch.install_simulator_extras).
+simulator: numpy views, cuda_launch.install_simulator_extras). The conversions: cuda_types.py.
 """
 from __future__ import annotations
 
@@ -33,11 +33,12 @@ import functools
 import math
 
 import numpy as np
-from numba import config, cuda, float32, int32
+from numba import config, cuda, float32
 
 from inferlab.core.shapes import cdiv
 from inferlab.kernels.cuda_launch import DTYPES, Launch, dtype_name, host_view, \
     install_simulator_extras
+from inferlab.kernels.cuda_types import LOAD, STORE, converter
 
 WARPS = 4                 # warps per thread block
 THREADS = WARPS * 32
@@ -50,48 +51,6 @@ FULL_MASK = 0xFFFFFFFF
 
 if config.ENABLE_CUDASIM:
     install_simulator_extras()
-
-
-# ---- element types: load to float32, store from float32 -----------------------------------
-
-@cuda.jit(device=True, inline=True)
-def _to_f32(x):              # a float32 or float16 element
-    return float32(x)
-
-
-@cuda.jit(device=True, inline=True)
-def _bf16_to_f32(x):         # bf16 bits (int16): the upper half of a float32's bits
-    return cuda.libdevice.int_as_float(int32(x) << 16)
-
-
-@cuda.jit(device=True, inline=True)
-def _as_is(x):               # into a float32 / float16 array: its setitem rounds to nearest even
-    return x
-
-
-@cuda.jit(device=True, inline=True)
-def _f32_to_bf16(x):         # float32 -> bf16 bits, round to nearest even (ties to even)
-    if x != x:
-        return 0x7FC0                                    # NaN: the quiet NaN
-    b = cuda.libdevice.float_as_int(x)                   # as int32: >> sign-extends, and the
-    return (b + 0x7FFF + ((b >> 16) & 1)) >> 16          # low 16 bits of the result are the bf16
-
-
-LOAD = {"float32": _to_f32, "float16": _to_f32, "bfloat16": _bf16_to_f32}
-STORE = {"float32": _as_is, "float16": _as_is, "bfloat16": _f32_to_bf16}
-
-
-@functools.cache
-def _convert(src: str, dst: str):
-    """Element of type src -> element of type dst (the same type: the bits as they are)."""
-    if src == dst:
-        return _as_is
-    load, store = LOAD[src], STORE[dst]
-
-    @cuda.jit(device=True, inline=True)
-    def convert(x):
-        return store(load(x))
-    return convert
 
 
 @cuda.jit(device=True, inline=True)
@@ -263,7 +222,7 @@ def _merge_partitions_kernel(dtype: str = "float32"):
 @functools.cache
 def _write_kv_kernel(src: str = "float32", dst: str = "float32"):
     """write_kv for new k, v of element type ``src`` into caches of type ``dst``."""
-    convert = _convert(src, dst)
+    convert = converter(src, dst)
 
     @cuda.jit
     def kernel(k, v, k_cache, v_cache, slot_mapping):
