@@ -238,8 +238,7 @@ class Engine:
         return sched
 
     def _execute(self, sched: SchedulerOutput) -> tuple[tuple[dict, dict], float, float]:
-        """One forward pass; returns ((sampled tokens, their logprobs where asked for), wall
-        seconds, clock seconds)."""
+        """One forward pass: ((sampled tokens, logprobs if asked), wall s, clock s)."""
         wall0 = time.perf_counter()
         sampled = self.runner.execute(sched, self.scheduler.requests)
         wall = time.perf_counter() - wall0
@@ -249,9 +248,7 @@ class Engine:
 
     def _postprocess(self, sched, sampled, logprobs, now) -> tuple[list[RequestOutput], list]:
         outputs, emitted = [], []
-        for req in self.scheduler.update(sched, sampled):
-            if req.request_id in logprobs:
-                req.output_logprobs.append(logprobs[req.request_id])
+        for req in self.scheduler.update(sched, sampled, logprobs):
             delta, stop_hit = self.output.new_token(req, now)
             if stop_hit and not req.finished:
                 self.scheduler.finish(req, RequestStatus.FINISHED_STOPPED)

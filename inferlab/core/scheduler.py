@@ -224,8 +224,10 @@ class Scheduler:
         kind = "decode" if (n == 1 and req.output_token_ids and samples) else "prefill"
         out.chunks.append(ScheduledChunk(req.request_id, start, n, kind, samples, cached))
 
-    def update(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
-        """Advance computed tokens, append sampled tokens, finish requests that stopped.
+    def update(self, out: SchedulerOutput, sampled: dict[str, int],
+               logprobs: dict[str, dict[int, float]] | None = None) -> list[Request]:
+        """Advance computed tokens, append sampled tokens (and their ``logprobs``, for the
+        requests that asked), finish requests that stopped.
 
         Returns the requests that received a new token this step.
         """
@@ -243,6 +245,8 @@ class Scheduler:
             if c.samples:
                 tok = sampled[c.request_id]
                 req.output_token_ids.append(tok)
+                if logprobs and c.request_id in logprobs:
+                    req.output_logprobs.append(logprobs[c.request_id])
                 got_token.append(req)
                 status = self._check_stop(req, tok)
                 if status is not None:

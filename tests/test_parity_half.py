@@ -1,0 +1,85 @@
+"""Half precision end to end: the engine in bfloat16 / float16 against transformers in the same
+dtype (and, in tests/test_vllm.py, against vLLM in bfloat16), judged as vLLM judges it: greedy
+tokens equal up to the first difference, and there each side's token within the other's
+top-5 log-probabilities (tests/logprob_parity.py). Plus what half precision must buy: the KV
+cache's bytes per token halved."""
+import pytest
+import torch
+
+import inferlab as il
+from logprob_parity import first_difference, logprobs_close
+from test_parity import PROMPTS
+
+N = 32
+SHARE_EQUAL = 0.75      # SmolLM2 in bf16: at least this share of the prompts token for token
+
+
+def hf_greedy_logprobs(hf, prompt_ids, n, k=5):
+    """transformers' greedy tokens and, per token, its top-k raw log-probabilities."""
+    ids = torch.tensor([prompt_ids])
+    with torch.inference_mode():
+        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
+                          do_sample=False, eos_token_id=None, pad_token_id=0,
+                          output_logits=True, return_dict_in_generate=True)
+    tokens = out.sequences[0, ids.shape[1]:].tolist()
+    lps = []
+    for tok, logits in zip(tokens, out.logits):
+        lp = torch.log_softmax(logits[0].float(), -1)
+        top = torch.topk(lp, k).indices.tolist()
+        lps.append({t: float(lp[t]) for t in [*top, tok]})
+    return tokens, lps
+
+
+def compare(engine, hf, prompts, n):
+    outs = engine.generate(prompts, il.SamplingParams(max_tokens=n, ignore_eos=True, logprobs=5),
+                           use_tqdm=False)
+    equal, problems = 0, []
+    for o in outs:
+        ref, ref_lps = hf_greedy_logprobs(hf, o.prompt_token_ids, n)
+        equal += o.token_ids == ref
+        why = logprobs_close(o.token_ids, o.logprobs, ref, ref_lps)
+        if why:
+            problems.append(f"prompt {o.prompt!r}: {why}")
+    assert engine.stats().kv_blocks_used == 0
+    return equal, problems
+
+
+@pytest.fixture(scope="module")
+def smollm2_bf16():
+    from inferlab.model.loader import load_model
+    return load_model(None, "bfloat16")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention", ["auto", "reference"])
+def test_smollm2_bf16_matches_transformers_bf16(smollm2_bf16, attention):
+    eng = il.Engine(dtype="bfloat16", attention_backend=attention)
+    assert eng.runner.k_cache.dtype == torch.bfloat16
+    equal, problems = compare(eng, smollm2_bf16.hf_model, PROMPTS, N)
+    assert not problems, problems
+    assert equal >= SHARE_EQUAL * len(PROMPTS), f"only {equal} of {len(PROMPTS)} equal"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_tiny_half_matches_transformers_in_the_same_dtype(dtype):
+    eng = il.Engine("tiny", dtype=dtype, block_size=16, num_blocks=128)
+    assert eng.runner.model.dtype == eng.runner.k_cache.dtype == getattr(torch, dtype)
+    prompts = [[5, 6, 7, 8], list(range(100, 150)), [42], list(range(300, 340))]
+    equal, problems = compare(eng, eng.loaded.hf_model, prompts, 16)
+    assert not problems, problems
+
+
+def test_half_precision_halves_the_kv_bytes_per_token():
+    budget = 1 << 20
+    f32 = il.Engine("tiny", kv_cache_memory=budget, block_size=16)
+    bf16 = il.Engine("tiny", kv_cache_memory=budget, block_size=16, dtype="bfloat16")
+    assert bf16.runner.k_cache.element_size() * 2 == f32.runner.k_cache.element_size()
+    assert bf16.num_blocks == 2 * f32.num_blocks       # twice the tokens in the same bytes
+
+
+def test_the_check_catches_a_token_outside_the_top_k():
+    lps = [{1: -0.1, 2: -3.0}, {3: -0.2, 4: -2.0}]
+    assert logprobs_close([1, 3], lps, [1, 3], lps) is None
+    assert logprobs_close([1, 3], lps, [1, 4], [lps[0], {4: -0.1, 3: -2.5}]) is None
+    assert "token 1" in logprobs_close([1, 3], lps, [1, 9], [lps[0], {9: -0.1, 8: -1.0}], k=2)
+    assert first_difference([1, 2, 3], [1, 2]) is None
