@@ -60,7 +60,8 @@ def _bench(args) -> int:
         return 0 if res["blocks_leaked"] == 0 and res["rss_growth"] < 0.05 else 1
     if args.what == "vllm":
         from inferlab.bench.vllm import bench_vllm
-        _save(args, bench_vllm(num_requests=args.requests or 32, repeats=args.repeats))
+        _save(args, bench_vllm(num_requests=args.requests or 32, repeats=args.repeats,
+                               dtype=args.dtype))
         return 0
     if args.what == "clock":
         from inferlab.bench.clock_validation import main as bench_clock
@@ -236,6 +237,9 @@ def main(argv=None) -> int:
                    "8)")
     b.add_argument("--model", default=None)
     b.add_argument("--device", default=None)
+    b.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="vllm, engine: weights, KV cache and activations in this dtype "
+                   "(default float32)")
     b.add_argument("--alone", action="store_true",
                    help="engine: inferlab and transformers' padded batch each in its own process")
     b.add_argument("--linear-backend", default="auto",

@@ -82,3 +82,31 @@ def test_greedy_tokens_equal_vllm(tmp_path):
     differ = [(i, list(o.token_ids), t) for i, (o, t) in enumerate(zip(ours, theirs))
               if list(o.token_ids) != t]
     assert not differ, f"{len(differ)} of {len(ids)} prompts differ from vLLM: {differ}"
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_bf16_tokens_close_to_vllm_bf16(tmp_path):
+    """Both engines in bfloat16 on the same weights: greedy tokens equal up to the first
+    difference, and there each side's token within the other's top-5 (vLLM's own check)."""
+    from logprob_parity import logprobs_close
+    import inferlab as il
+    eng = il.Engine(enable_prefix_caching=False, dtype="bfloat16")
+    sp = il.SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True, logprobs=5)
+    ours = eng.generate(prompts(eng.tokenizer), sp, use_tqdm=False)
+    ids = [list(o.prompt_token_ids) for o in ours]
+    with bench_vllm.start_vllm(bench_vllm.model_dir_for_vllm(eng.loaded, str(tmp_path)),
+                               dtype="bfloat16") as w:
+        assert w.hello["dtype"] == "bfloat16"
+        theirs = w.request(cmd="generate", prompts=ids, max_tokens=MAX_TOKENS, ignore_eos=True,
+                           logprobs=5)
+    problems, equal = [], 0
+    for i, o in enumerate(ours):
+        toks = theirs["token_ids"][i]
+        lps = [{t: lp for t, lp in step} for step in theirs["logprobs"][i]]
+        equal += list(o.token_ids) == toks
+        why = logprobs_close(list(o.token_ids), o.logprobs, toks, lps)
+        if why:
+            problems.append(f"prompt {i}: {why}")
+    assert not problems, problems
+    assert equal >= 0.75 * len(ids), f"only {equal} of {len(ids)} prompts equal"

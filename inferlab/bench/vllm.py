@@ -50,9 +50,9 @@ def vllm_env() -> dict:
             "DO_NOT_TRACK": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def start_vllm(model_dir: str, max_num_seqs: int = 256) -> Worker:
+def start_vllm(model_dir: str, max_num_seqs: int = 256, dtype: str = "float32") -> Worker:
     return Worker("vllm", vllm_python(), ["--model", model_dir, "--max-num-seqs",
-                                          str(max_num_seqs)], vllm_env())
+                                          str(max_num_seqs), "--dtype", dtype], vllm_env())
 
 
 def model_dir_for_vllm(loaded, scratch: str) -> str:
@@ -67,22 +67,24 @@ def model_dir_for_vllm(loaded, scratch: str) -> str:
 
 
 def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=print,
-               freeze_idle: bool = True) -> dict:
-    """The engine benchmark's workload through inferlab and through vLLM, A B A B. With
-    ``freeze_idle`` the engine not being timed is stopped (SIGSTOP) so each runs alone."""
+               freeze_idle: bool = True, dtype: str = "float32") -> dict:
+    """The engine benchmark's workload through inferlab and through vLLM, A B A B, both in
+    ``dtype`` on the same weights. With ``freeze_idle`` the engine not being timed is stopped
+    (SIGSTOP) so each runs alone."""
     import numpy as np
     n_cpus = len(os.sched_getaffinity(0))
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="inferlab-vllm-") as scratch, \
             Worker("inferlab", sys.executable, ["--max-num-seqs", str(num_requests),
-                                                "--export-to", scratch]) as ours:
+                                                "--export-to", scratch, "--dtype", dtype]) as ours:
         rng = np.random.default_rng(0)       # the prompts of `inferlab bench engine`
         prompts = [rng.integers(3, ours.hello["vocab_size"], prompt_len).tolist()
                    for _ in range(num_requests)]
-        with start_vllm(ours.hello["model_dir"], num_requests) as theirs:
+        with start_vllm(ours.hello["model_dir"], num_requests, dtype) as theirs:
             workers = {"inferlab": ours, "vLLM": theirs}
             out(f"requests={num_requests} prompt={prompt_len} new={new_tokens} ignore_eos greedy "
-                f"fp32, prefix caching off; inferlab torch threads {ours.hello['threads']}, "
+                f"{dtype}, prefix caching off; inferlab {ours.hello['plan']}, torch threads "
+                f"{ours.hello['threads']}, "
                 f"vLLM VLLM_CPU_OMP_THREADS_BIND={cpu_list()}; {theirs.hello['version']}; "
                 f"median of {repeats} after a warm-up, A B A B; the idle engine "
                 f"{'frozen (SIGSTOP)' if freeze_idle else 'left running'} while the other runs")
@@ -122,6 +124,7 @@ def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=pri
                    "these tok/s are not trustworthy")
         out(warning)
     return {"requests": num_requests, "prompt_len": prompt_len, "new_tokens": new_tokens,
+            "dtype": dtype,
             "tok_s": speed, "ratio": ratio, "same_tokens": same, "runs": {
         k: [tok_s(r) for r in v] for k, v in runs.items()}, "load_before": load_before,
         "load_after": load_after, "idle_cpu_s": idle_cpu, "warning": warning}
