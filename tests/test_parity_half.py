@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import inferlab as il
+from inferlab.model.sampler import top_logprobs
 from logprob_parity import first_difference, logprobs_close
 from test_parity import PROMPTS
 
@@ -22,12 +23,7 @@ def hf_greedy_logprobs(hf, prompt_ids, n, k=5):
                           do_sample=False, eos_token_id=None, pad_token_id=0,
                           output_logits=True, return_dict_in_generate=True)
     tokens = out.sequences[0, ids.shape[1]:].tolist()
-    lps = []
-    for tok, logits in zip(tokens, out.logits):
-        lp = torch.log_softmax(logits[0].float(), -1)
-        top = torch.topk(lp, k).indices.tolist()
-        lps.append({t: float(lp[t]) for t in [*top, tok]})
-    return tokens, lps
+    return tokens, [top_logprobs(logits[0], k, tok) for tok, logits in zip(tokens, out.logits)]
 
 
 def compare(engine, hf, prompts, n):

@@ -59,8 +59,6 @@ def _allowed(isa: str, cap: str | None) -> bool:
 def onednn_runs(dtype: str) -> bool:
     """Whether oneDNN can run ``dtype`` GEMMs here at all (torch asks oneDNN, cap included)."""
     import torch
-    if dtype == "float32":
-        return torch.backends.mkldnn.is_available()
     check = {"bfloat16": torch.ops.mkldnn._is_mkldnn_bf16_supported,
              "float16": torch.ops.mkldnn._is_mkldnn_fp16_supported}[dtype]
     return torch.backends.mkldnn.is_available() and bool(check())
