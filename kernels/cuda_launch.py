@@ -63,16 +63,20 @@ def install_simulator_extras():
 
     def shfl_xor_sync(self, mask, value, lane_mask):
         th = threading.current_thread()              # a simulator BlockThread
-        with lock:                                   # one (barrier, slots) per warp of a block
+        with lock:                                   # one (barrier, 2 x slots) per warp
             warps = th._manager.__dict__.setdefault("_warps", {})
             barrier, slots = warps.setdefault(th.thread_id // 32,
-                                              (threading.Barrier(32), [None] * 32))
+                                              (threading.Barrier(32),
+                                               ([None] * 32, [None] * 32)))
+        # One barrier per shuffle, the slots double-buffered: a lane writes the other buffer
+        # next time, and can only pass that shuffle's barrier once every lane has read this
+        # one (every lane of a warp reaches each shuffle in these kernels).
+        phase = th.__dict__.get("_shfl_phase", 0)
+        th._shfl_phase = phase ^ 1
         lane = th.thread_id % 32
-        slots[lane] = value
+        slots[phase][lane] = value
         barrier.wait()
-        result = slots[lane ^ lane_mask]
-        barrier.wait()
-        return result
+        return slots[phase][lane ^ lane_mask]
 
     kernelapi.FakeCUDAModule.shfl_xor_sync = shfl_xor_sync
 
