@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import pathlib
 import re
+import time
 
 import pytest
 
@@ -150,6 +151,23 @@ def test_busy_machine_warns_visibly():
                                  cal_after=0.031, steal=0.02) is None
     assert protocol.steal_share((10, 1000), (40, 1100)) == 0.3
     assert protocol.steal_share(None, (40, 1100)) is None
+
+
+def test_repeats_of_the_same_work_that_disagree_warn():
+    """A neighbour's memory traffic slows a memory-bound engine without moving the load
+    average: the same arm, repeated, taking much longer once is what shows it."""
+    assert protocol.repeat_warning({"static": [2.0, 2.3], "continuous": [1.5, 1.6]}) is None
+    w = protocol.repeat_warning({"static": [2.0, 3.2], "continuous": [1.5, 1.6]})
+    assert w.startswith("WARNING: busy machine") and "static took 2.00-3.20 s" in w
+    assert "continuous" not in w
+    assert protocol.repeat_warning({"tiny": [0.01, 0.05]}) is None     # the timer's spread
+    slow = iter([0.0, 0.6, 0.0])             # the second repeat of "a" sleeps 0.6 s more
+
+    def arm():
+        time.sleep(0.6 + next(slow))
+    res = protocol.compare({"a": arm}, 2)
+    assert "the same work, repeated, a took" in res.warning, res.warning
+    assert len(res.readings["call_seconds"]["a"]) == 2
 
 
 def test_compare_reports_spread_and_label():

@@ -24,6 +24,12 @@ from typing import Any, Callable
 BUSY_SHARE = 0.5
 DRIFT = 0.25
 STEAL = 0.10          # a virtual machine's CPU time taken by the hypervisor for other guests
+# The same arm, repeated, doing the same work: its slowest call more than this fraction above
+# its fastest means the machine changed under the run (a neighbour's memory traffic slows a
+# memory-bound engine without moving the load average or a pure-Python calibration loop).
+# Calls shorter than REPEAT_MIN_S are left out: their spread is the timer's, not the machine's.
+REPEAT_SPREAD = 0.35
+REPEAT_MIN_S = 0.5
 CALIBRATION_LOOPS = 300_000
 
 
@@ -67,13 +73,32 @@ def spread(values) -> Spread:
 
 def interleaved(arms: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list]:
     """Call every arm once per repeat, in turn (A B A B ...); results per arm, in run order."""
+    return _timed_interleaved(arms, repeats)[0]
+
+
+def _timed_interleaved(arms, repeats):
+    """``interleaved``, and each call's wall time per arm, in run order."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     out: dict[str, list] = {name: [] for name in arms}
+    times: dict[str, list] = {name: [] for name in arms}
     for _ in range(repeats):
         for name, fn in arms.items():
+            t = time.perf_counter()
             out[name].append(fn())
-    return out
+            times[name].append(time.perf_counter() - t)
+    return out, times
+
+
+def repeat_warning(times: dict[str, list]) -> str | None:
+    """Why the repeats of one arm disagree beyond REPEAT_SPREAD, or None (see there)."""
+    why = [f"{name} took {min(ts):.2f}-{max(ts):.2f} s over {len(ts)} repeats "
+           f"({max(ts) / min(ts) - 1:.0%} apart)" for name, ts in times.items()
+           if len(ts) > 1 and min(ts) >= REPEAT_MIN_S and max(ts) > (1 + REPEAT_SPREAD) * min(ts)]
+    if not why:
+        return None
+    return ("WARNING: busy machine, wall-clock numbers not trustworthy: the same work, "
+            "repeated, " + "; ".join(why))
 
 
 # --- is the machine quiet enough? ------------------------------------------------------
@@ -196,8 +221,12 @@ class WallComparison:
 def compare(arms: dict[str, Callable[[], Any]], repeats: int) -> WallComparison:
     """Run ``arms`` interleaved ``repeats`` times under a busy check."""
     with BusyCheck() as chk:
-        runs = interleaved(arms, repeats)
-    return WallComparison(runs, repeats, chk.warning, chk.readings)
+        runs, times = _timed_interleaved(arms, repeats)
+    rep = repeat_warning(times)
+    warning = chk.warning
+    if rep:
+        warning = rep if not warning else warning + "; " + rep.split(": ", 1)[1]
+    return WallComparison(runs, repeats, warning, {**chk.readings, "call_seconds": times})
 
 
 def label(clock: str) -> str:
