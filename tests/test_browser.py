@@ -40,7 +40,6 @@ CELLS = [
     "cmp = BatchingComparison.run(synthetic(8, prompt_len=16, output_len=Uniform(4, 24), seed=0), "
     "('static', dict(scheduler='static')), ('continuous', dict(scheduler='continuous')), "
     "model='tiny', num_blocks=64, block_size=4, max_num_seqs=4); cmp",
-    # one request at a time: ~3,000 steps, so Stop lands mid-run however fast a step is
     # vLLM's prefix cache from the golden KV frames of a real vLLM run (tests/vllm_golden.py)
     f"import sys\nsys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})\n"
     "from vllm_golden import golden_trace\n"
@@ -51,9 +50,12 @@ CELLS = [
     "json.dump({k: {'title': v.figure().layout.title.text, 'legend': shown(v.figure())} for k, v "
     "in {'ts': ts, 'tl': tl, 'kv': replay, 'cmp': cmp, 'vkv': vkv}.items()}, "
     "open('expected.json', 'w')); 'written'",
-    # one request at a time: ~3,000 steps, so Stop lands mid-run however fast a step is
-    "lab = Lab('tiny', workload_kind='random tokens: synthetic', num_requests=200, rate=0.0, "
-    "max_num_seqs=1); lab",
+    # one request at a time, real chat prompts answered until 256 tokens (the random model
+    # seldom stops): ~50,000 steps, over a minute here, so Stop lands mid-run even when a busy
+    # browser sees "running" and clicks seconds late (200 random-token requests, ~3,000
+    # steps, were over in 5 s and done before the click)
+    "lab = Lab('tiny', workload_kind='chat requests', num_requests=200, rate=0.0, "
+    "max_num_seqs=1, max_tokens=256); lab",
 ]
 # each view's root element in the page (the Lab's own views come after these), tagged
 # with an id ("#il-view-ts", ...) once they are all there
