@@ -39,7 +39,7 @@ def _names(fig):
 
 
 def test_contiguous_waste_is_hatched_and_in_the_title(contiguous):
-    _, tr = contiguous
+    eng, tr = contiguous
     kv = KVBlockMap(tr)
     kv.cursor = 0
     rec = tr.records[0]
@@ -54,8 +54,13 @@ def test_contiguous_waste_is_hatched_and_in_the_title(contiguous):
     tokens, slots = rec.kv_tokens_used, rec.kv_slots_allocated
     assert slots == 2 * 32 and tokens == 6 + 3
     pct = round(100 * (1 - tokens / slots))
-    assert f"{tokens} of {slots} reserved slots hold tokens ({pct}% wasted)" in \
+    # and in memory, at the engine's own bytes per token (K and V, every layer, its dtype)
+    per = eng.runner.kv_bytes_per_token
+    assert per == 2 * 4 * eng.model.num_layers * eng.model.num_kv_heads * eng.model.head_dim
+    mem = f"{drawing.size((slots - tokens) * per)} of {drawing.size(slots * per)}"
+    assert f"{tokens} of {slots} reserved slots hold tokens ({pct}% wasted: {mem})" in \
         fig.layout.title.text
+    assert f"{drawing.size(per)} a slot in float32" in fig.layout.annotations[0].text
     assert "contiguous" in fig.layout.title.text and "clock: wall" in fig.layout.title.text
     assert {"holds tokens", WASTE} <= _names(fig) <= {"holds tokens", WASTE, "free"}
 
@@ -190,3 +195,17 @@ def test_widget_shows_the_figure_in_place(shared):
     assert wait_until(lambda: not kv._redraw.pending(), timeout=5)
     assert kv._redraw.count - n0 < 30 and _plot.same(kv.plot, kv.figure())
     kv.close()
+
+
+def test_a_bfloat16_cache_shows_half_the_bytes_a_slot():
+    """The map's memory comes from the engine that ran: bf16 K/V take half of fp32's."""
+    full, half = (_run("contiguous", [[5, 6, 7]], num_blocks=64, max_model_len=32, dtype=dt)
+                  for dt in ("float32", "bfloat16"))
+    per = [eng.runner.kv_bytes_per_token for eng, _ in (full, half)]
+    assert per[1] * 2 == per[0]
+    for (eng, tr), dt, p in zip((full, half), ("float32", "bfloat16"), per):
+        kv = KVBlockMap(tr)
+        kv.cursor = 0
+        fig = kv.figure()
+        assert f"{drawing.size(p)} a slot in {dt}" in fig.layout.annotations[0].text
+        assert tr.meta["kv_bytes_per_token"] == p

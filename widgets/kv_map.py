@@ -183,9 +183,12 @@ class KVBlockMap(PlotView):
         from inferlab.lab.drawings.kv_map import spec
         title = self.title if self.title != self.kind else None
         with self._lock:
+            meta = self._trace.meta if self._trace is not None else {}
             return spec(self.cells(), block_size=self.block_size or 1, layout=self.kv_layout,
                         table=self.block_table(), title=title, clock=self.clock,
-                        dark=self._is_dark(dark))
+                        dark=self._is_dark(dark),
+                        bytes_per_token=meta.get("kv_bytes_per_token"),
+                        dtype=meta.get("config", {}).get("dtype"))
 
     def __repr__(self):
         s = self.summary

@@ -102,6 +102,12 @@ class ModelRunner:
         self._generators: dict[str, torch.Generator] = {}
         self._seed_counter = 0
 
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Bytes of K and V one token takes in the cache, all layers (the cache's dtype)."""
+        k = self.k_cache
+        return 2 * k.element_size() * k.shape[0] * k.shape[3] * k.shape[4]
+
     def use_path(self, path: str) -> None:
         """Run the "fused" forward or the op-by-op "reference" from now on (benchmarks A/B)."""
         if path not in ("fused", "reference"):

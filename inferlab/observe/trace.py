@@ -61,6 +61,9 @@ class Trace:
                 "config": {k: v for k, v in config.items()
                            if isinstance(v, (str, int, float, bool, type(None)))},
                 "num_blocks": engine.num_blocks, "inferlab_version": _version(),
+                # what one token's K and V take in this engine's cache (its dtype's bytes)
+                "kv_bytes_per_token": getattr(getattr(engine, "runner", None),
+                                              "kv_bytes_per_token", None),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
         trace = cls({**info, **meta})
         if path is not None:

@@ -26,16 +26,29 @@ TABLE_ROWS = 10       # block-table rows drawn before the middle ones are elided
 DOMAINS = ([0.0, 0.558], [0.628, 1.0])     # the map, the block table (paper x)
 
 
-def waste_title(cells, block_size: int, layout: str) -> tuple[int, int, str]:
-    """(tokens held, slots reserved, the title sentence) over the owned blocks."""
+def size(nbytes: float) -> str:
+    """'18 KiB', '2.3 MiB', '1.5 GiB': binary units, 2 significant digits below 10."""
+    for unit, f in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if nbytes >= f:
+            v = nbytes / f
+            return f"{v:.1f} {unit}" if v < 10 else f"{v:,.0f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def waste_title(cells, block_size: int, layout: str,
+                bytes_per_token: int | None = None) -> tuple[int, int, str]:
+    """(tokens held, slots reserved, the title sentence) over the owned blocks; with the
+    engine's ``bytes_per_token`` (K and V, all layers) the waste in memory as well."""
     owned = [c for c in cells if c["owner"] is not None]
     slots = len(owned) * block_size
     tokens = sum(min(c["fill"], block_size) for c in owned)
     if not slots:
         return 0, 0, f"{layout}: no slots reserved"
     wasted = 1 - tokens / slots
+    mem = (f": {size((slots - tokens) * bytes_per_token)} of "
+           f"{size(slots * bytes_per_token)}" if bytes_per_token else "")
     return tokens, slots, (f"{layout}: {tokens:,} of {slots:,} reserved slots hold tokens "
-                           f"({wasted:.0%} wasted)")
+                           f"({wasted:.0%} wasted{mem})")
 
 
 def _columns(n: int, block_size: int) -> int:
@@ -77,18 +90,23 @@ def _text(data, name, xs, ys, texts, font, col=1, position="middle center"):
 
 def kv_map(cells, *, block_size: int, layout: str = "paged", table: dict | None = None,
            title: str | None = None, clock: str | None = None, dark: bool = False,
-           columns: int | None = None) -> go.Figure:
+           columns: int | None = None, bytes_per_token: int | None = None,
+           dtype: str | None = None) -> go.Figure:
     """The KV map as a plotly figure: see ``spec``."""
     return go.Figure(spec(cells, block_size=block_size, layout=layout, table=table, title=title,
-                          clock=clock, dark=dark, columns=columns))
+                          clock=clock, dark=dark, columns=columns,
+                          bytes_per_token=bytes_per_token, dtype=dtype))
 
 
 def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = None,
          title: str | None = None, clock: str | None = None, dark: bool = False,
-         columns: int | None = None) -> dict:
+         columns: int | None = None, bytes_per_token: int | None = None,
+         dtype: str | None = None) -> dict:
     """The map of ``cells`` (dicts as ``KVBlockMap.cells()``: block, owner or None, fill, ref,
     cached, shared, reserved) and, with ``table`` (request, blocks: physical ids in logical
-    order, tokens, texts: one str or None per token), that request's block table beside it."""
+    order, tokens, texts: one str or None per token), that request's block table beside it.
+    ``bytes_per_token``, ``dtype``: the engine's cache (trace meta), for the memory the
+    slots and the waste take."""
     bs = max(1, int(block_size))
     n = len(cells)
     cols = columns or _columns(n, bs)
@@ -126,7 +144,8 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
     data: list[dict] = []
     notes = [dict(text=t, x=sum(d) / 2, y=1.0, xref="paper", yref="paper", xanchor="center",
                   yanchor="bottom", showarrow=False, font=dict(size=13))
-             for t, d in zip((_map_title(shown, bs), _table_title(table)), DOMAINS)]
+             for t, d in zip((_map_title(shown, bs, bytes_per_token, dtype),
+                              _table_title(table)), DOMAINS)]
 
     def add(key, name, color, **kw):
         g = groups[key]
@@ -170,7 +189,7 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
                          showline=False, title=dict(text="first block in row", font=dict(size=10)),
                          tickfont=dict(size=9), anchor="x", domain=[0.0, 1.0])
     axes.update(_block_table(data, table, bs, hatch, used_c, waste_c))
-    tokens, slots, sentence = waste_title(cells, bs, layout)
+    tokens, slots, sentence = waste_title(cells, bs, layout, bytes_per_token)
     # a caller's title that names the layout replaces the sentence's "layout:" head
     head = (f"{title}: {sentence.split(': ', 1)[1]}" if title and layout in title
             else f"{title} · {sentence}" if title else sentence)
@@ -229,12 +248,15 @@ def _labels(data, shown, pos, cols, fg) -> None:
     _text(data, "labels", lx, ly, lt, dict(size=9, color=fg), position="top right")
 
 
-def _map_title(shown, bs: int) -> str:
+def _map_title(shown, bs: int, bytes_per_token: int | None = None,
+               dtype: str | None = None) -> str:
     names = sorted({str(c["owner"]) for c in shown if c["owner"] is not None})
     short = _short(names)
     ex = next((nm for nm in names if short[nm] != nm), None)
     who = f"labels: request {ex[:len(ex) - len(short[ex])]}N" if ex else "labels: request id"
-    return f"physical blocks, {bs} token slots each ({who})"
+    slot = (f", {size(bytes_per_token)} a slot" + (f" in {dtype}" if dtype else "")
+            if bytes_per_token else "")
+    return f"physical blocks, {bs} token slots each{slot} ({who})"
 
 
 def _table_title(table) -> str:
