@@ -118,7 +118,9 @@ def wall_kv_saving(model, prompt_len: int, answer_len: int, repeats: int,
     same = sum(a == b for a, b in zip(answers["with"], answers["without"]))
     return {**res.meta(), "model": eng.model_name, "prompt": prompt_len, "answer": answer_len,
             "with": res.spread("with").as_dict(), "without": res.spread("without").as_dict(),
-            "same_tokens": same, "arms": list(arms)}
+            "same_tokens": same, "arms": list(arms),
+            # the price as this engine pays it: its cache's bytes per token, in its dtype
+            "kv_bytes_per_token": eng.runner.kv_bytes_per_token, "dtype": eng.config.dtype}
 
 
 def kv_memory_table(dtype_bytes: int = 2) -> list[dict]:
@@ -194,7 +196,8 @@ def costs_summary(data: dict) -> list[str]:
         lines.append(f"{kw['label']} ({kw['model']}): a {kw['answer']}-token answer to a "
                      f"{kw['prompt']}-token prompt, with the KV cache "
                      f"{protocol.Spread(**kw['with']).ms(0)}, without "
-                     f"{protocol.Spread(**kw['without']).ms(0)}" + protocol.warning_line(kw))
+                     f"{protocol.Spread(**kw['without']).ms(0)}; the cache holds "
+                     f"{_engine_price(kw).rstrip('; ')}" + protocol.warning_line(kw))
     return lines
 
 
@@ -252,14 +255,25 @@ def judge_kv_tradeoff(d: dict) -> Verdict:
                    f"this machine's wall clock ({kw['model']}, interleaved); to a "
                    f"{s['prompt']}-token prompt it pushes {w['tokens']:,} tokens through the "
                    f"model with the cache and {wo['tokens']:,} without ({x(rt)}; counts); "
-                   f"{s['same_tokens']} of {s['answer']} answer tokens agree. The price, from "
-                   f"the models' shapes in bf16: {smol['kv_bytes_per_token'] // 1024} KiB per "
+                   f"{s['same_tokens']} of {s['answer']} answer tokens agree. The price: "
+                   f"{_engine_price(kw)}from the models' shapes in bf16: "
+                   f"{smol['kv_bytes_per_token'] // 1024} KiB per "
                    f"token for SmolLM2-135M, {l8['kv_bytes_per_token'] // 1024} KiB for "
                    f"llama-3-8b ({l8['per_4k_mb']:.0f} MiB per 4,096-token conversation)",
                    measured=f"{x(two / tw)} the time without the cache",
                    points=(("with KV cache", tw * 1e3), ("without", two * 1e3)),
                    unit="ms to write the answer (wall clock)", clock=kw["label"],
                    warning=kw.get("warning"))
+
+
+def _engine_price(kw: dict) -> str:
+    """'36 KiB per token in this engine's float32 cache (SmolLM2-135M-Instruct); ' from a
+    wall-clock run's engine, '' for results recorded before it was kept."""
+    if not kw.get("kv_bytes_per_token"):
+        return ""
+    from inferlab.lab.drawings.kv_map import size
+    return (f"{size(kw['kv_bytes_per_token'])} per token in this engine's {kw['dtype']} cache "
+            f"({kw['model']}); ")
 
 
 def add_cost_panels(fig, data: dict) -> None:
