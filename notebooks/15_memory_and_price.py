@@ -84,6 +84,31 @@ Markdown(md_table(["model", "input, $ per 1M", "output, $ per 1M", "output / inp
                     f"{p['output'] / p['input']:.0f}x", p["source"]] for p in _ch15_price.PUBLISHED]))
 
 # %% [markdown]
+# ## fp32 or bf16: the same model in half precision
+#
+# Nobody serves in fp32: vLLM's CPU build and every GPU deployment run bf16 or fp16. Half
+# precision halves the bytes of every weight and every cached key and value, and decode reads
+# all of them at every step, so a memory-bound engine could gain up to 2x. Whether it does
+# depends on what the CPU does with bf16 (the engine's plan names the path its GEMMs take
+# here). Both engines answer the same chat prompts, interleaved on this machine's wall clock;
+# the bytes are each engine's own tensors; the answers are greedy, so where they part, a
+# rounding made the difference (at that token, each side's choice is normally among the
+# other's five likeliest).
+
+# %%
+prec = ch.precision(smoke=SMOKE)
+print(ch.precision_summary(prec))
+
+# %%
+show(ch.precision_figure(prec), height=420)
+
+# %% [markdown]
+# Left: decode tokens per second, one request and a batch, with the range of the repeats.
+# Middle: bf16 holds the weights and the KV cache in half the bytes (so twice the tokens fit
+# in the same cache). Right: how many tokens each greedy answer keeps before fp32 and bf16
+# part ("all" where they never do).
+
+# %% [markdown]
 # ### The check
 # This cell fails if the effect went the other way (counts only: the wall-clock costs above
 # are printed with their spread, never asserted).

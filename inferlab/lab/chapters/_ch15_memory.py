@@ -51,7 +51,6 @@ def _reset_high_water() -> bool:
 def weight_bytes(weights) -> tuple[int, int]:
     """(bytes of the weight tensors, bytes of the copies packed for a linear backend),
     each storage counted once (a tied LM head is the embedding)."""
-    import torch
     seen, plain = set(), 0
     tensors = [weights.embed, weights.norm, weights.lm_head, weights.inv_freq]
     for layer in weights.layers:
@@ -64,9 +63,20 @@ def weight_bytes(weights) -> tuple[int, int]:
     packed = 0
     for v in weights.packed.values():
         for t in (v if isinstance(v, (list, tuple)) else [v]):
-            packed += t.untyped_storage().nbytes() if isinstance(t, torch.Tensor) else \
-                getattr(t, "nbytes", 0)
+            packed += _nbytes(t)
     return plain, packed
+
+
+def _nbytes(t) -> int:
+    """A packed weight's bytes: its storage's, or for oneDNN's opaque tensors (bf16 packed
+    for its GEMM: no storage to ask) its elements'; numba's packed arrays know theirs."""
+    import torch
+    if not isinstance(t, torch.Tensor):
+        return getattr(t, "nbytes", 0)
+    try:
+        return t.untyped_storage().nbytes()
+    except (NotImplementedError, RuntimeError):
+        return t.numel() * t.element_size()
 
 
 def worker(args: dict) -> dict:

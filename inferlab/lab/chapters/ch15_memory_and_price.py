@@ -16,6 +16,7 @@ from ..verdicts import AFTER, ENTER, PAGED, Claim, no_wall_run
 from . import _kit
 from ._ch15_capacity import capacity_lines, judge_long_context, measure_capacity
 from ._ch15_memory import PARTS, judge_memory, measure_memory, memory_lines
+from ._ch15_precision import measure_precision, precision_figure, precision_lines
 from ._ch15_price import judge_token_price, measure_price, price_lines, published_ratios
 
 TITLE = "What a token costs, how many long contexts fit, where the memory goes"
@@ -56,6 +57,19 @@ def measure(smoke: bool = False, deterministic: bool = False, model: str | None 
         data["memory"] = measure_memory(memory_model, s["mem_blocks"], s["mem_requests"],
                                         s["mem_prompt"], s["decode"])
     return data
+
+
+def precision(smoke: bool = False, model: str | None = None, dtypes=None) -> dict:
+    """fp32 and bf16 engines side by side (``_ch15_precision``): speed, bytes, where the
+    greedy answers part. ``dtypes=("float32", "float32")`` removes the effect."""
+    _kit.seed_everything(0)
+    kw = dict(prompts=4, max_tokens=24, repeats=2) if smoke else \
+        dict(prompts=8, max_tokens=64, repeats=3)
+    return measure_precision(model, dtypes=dtypes or ("float32", "bfloat16"), **kw)
+
+
+def precision_summary(p: dict) -> str:
+    return "\n".join(precision_lines(p))
 
 
 def summary(data: dict) -> str:
