@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .half_cpu import f32, stored
 from .numba_cpu import FASTMATH, LOCK, PARALLEL_MIN_BYTES, attend_rows
 from .rows_cpu import rms_row
 
@@ -37,7 +38,9 @@ def _decode_pass(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, w
     n_qkv = (num_heads + 2 * kvh_n) * d_n
     inter = wdown[0].shape[1]
     half = d_n // 2
-    x = embed[token].copy()                                  # [hidden] the residual stream
+    x = np.empty(hidden, np.float32)                         # [hidden] the residual stream
+    for j in range(hidden):
+        x[j] = f32(embed[token, j])
     h = np.empty(hidden, np.float32)                         # [hidden] normed input
     qkv = np.empty(n_qkv, np.float32)                        # [(H + 2 KVH) * D]
     q = np.empty((1, num_heads, d_n), np.float32)            # [1, H, D]
@@ -56,7 +59,7 @@ def _decode_pass(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, w
         for i in prange(n_qkv):
             acc = np.float32(0.0)
             for j in range(hidden):
-                acc += w[i, j] * h[j]
+                acc += f32(w[i, j]) * h[j]
             qkv[i] = acc
         b = bqkv[li]
         for i in range(b.shape[0]):
@@ -73,8 +76,8 @@ def _decode_pass(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, w
         kc, vc = k_cache[li], v_cache[li]                     # [blocks, bs, KVH, D]
         for head in range(kvh_n):
             for j in range(d_n):
-                kc[blk, off, head, j] = qkv[(num_heads + head) * d_n + j]
-                vc[blk, off, head, j] = qkv[(num_heads + kvh_n + head) * d_n + j]
+                kc[blk, off, head, j] = stored(qkv[(num_heads + head) * d_n + j], kc)
+                vc[blk, off, head, j] = stored(qkv[(num_heads + kvh_n + head) * d_n + j], vc)
         if attend_parallel:
             for head in prange(kvh_n):
                 attend_rows(q, kc, vc, table, 0, 1, pos, head, group, scale, o)
@@ -86,7 +89,7 @@ def _decode_pass(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, w
         for i in prange(hidden):
             acc = np.float32(0.0)
             for j in range(of.shape[0]):
-                acc += w[i, j] * of[j]
+                acc += f32(w[i, j]) * of[j]
             x[i] += acc
         rms_row(x, post_norm[li], eps, h)
         w = wgu[li]                                           # [gate; up] rows
@@ -94,20 +97,20 @@ def _decode_pass(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, w
             g = np.float32(0.0)
             u = np.float32(0.0)
             for j in range(hidden):
-                g += w[i, j] * h[j]
-                u += w[inter + i, j] * h[j]
+                g += f32(w[i, j]) * h[j]
+                u += f32(w[inter + i, j]) * h[j]
             act[i] = g / (np.float32(1.0) + np.exp(-g)) * u
         w = wdown[li]
         for i in prange(hidden):
             acc = np.float32(0.0)
             for j in range(inter):
-                acc += w[i, j] * act[j]
+                acc += f32(w[i, j]) * act[j]
             x[i] += acc
     rms_row(x, final_norm, eps, h)
     for i in prange(lm_head.shape[0]):
         acc = np.float32(0.0)
         for j in range(hidden):
-            acc += lm_head[i, j] * h[j]
+            acc += f32(lm_head[i, j]) * h[j]
         logits[i] = acc
 
 
@@ -118,8 +121,11 @@ def decode_pass(token: int, pos: int, table, weights: tuple, k_cache, v_cache, l
     ``weights`` = (embed [V, hidden], then per layer as tuples of arrays: input norms, fused
     qkv [(H + 2 KVH) D, hidden], qkv biases (empty without), o, post norms, fused gate|up,
     down; then the final norm, lm_head [V, hidden], rotary inv_freq [D/2], rotary scaling,
-    rms eps, attention scale, num_heads), all float32 numpy."""
-    kv_bytes = (pos + 1) * 2 * k_cache.shape[-2] * k_cache.shape[-1] * 4     # K+V read
+    rms eps, attention scale, num_heads), float32 numpy; or in bfloat16: the matrices (embed,
+    qkv, o, gate|up, down, lm_head) and the caches as their uint16 bits, widened to float32
+    as they are read (a step streams half the bytes), norms, biases and inv_freq float32;
+    activations and sums stay float32, K and V are rounded to bfloat16 as stored."""
+    kv_bytes = (pos + 1) * 2 * k_cache.shape[-2] * k_cache.shape[-1] * k_cache.itemsize
     (embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown, norm, lm_head, inv_freq,
      rope, eps, scale, heads) = weights
     with LOCK:                                            # one parallel launch at a time

@@ -19,8 +19,9 @@ Accumulation stays float32 in the kernels; ``result_as`` rounds the result back 
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
 _F16_SCALE = np.float32(2.0 ** 112)
 
@@ -129,4 +130,68 @@ def _load_row(src, dst):
                 bits[d] = b | ((h & np.uint32(0x8000)) << np.uint32(16))
             return dst
         return from_f16
+    return None
+
+
+# --- scalars: one weight or cache element at a time (the one-call decode, decode_cpu.py) -----
+@intrinsic
+def _f32_of_bits(typingctx, u):
+    """float32 whose bits are the low 32 bits of the integer ``u`` (an LLVM bitcast: free,
+    and it vectorises; numba widens uint32 arithmetic to 64 bits, hence the truncation)."""
+    if not isinstance(u, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        v, width = args[0], sig.args[0].bitwidth
+        i32 = ir.IntType(32)
+        v = builder.trunc(v, i32) if width > 32 else builder.zext(v, i32) if width < 32 else v
+        return builder.bitcast(v, ir.FloatType())
+    return types.float32(u), codegen
+
+
+@intrinsic
+def _bits_of_f32(typingctx, f):
+    """The uint32 bits of the float32 ``f``."""
+    if f != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.uint32(types.float32), codegen
+
+
+def f32(v):
+    """One element as float32: a float32 as is, bfloat16 bits (uint16) widened exactly.
+    numba only."""
+    raise NotImplementedError("f32 runs only inside numba-compiled code")
+
+
+@overload(f32)
+def _f32(v):
+    if v == types.float32:
+        return lambda v: v
+    if v == types.uint16:
+        return lambda v: _f32_of_bits(np.uint32(v) << np.uint32(16))
+    return None
+
+
+def stored(v, like):
+    """float32 ``v`` as an element of array ``like``: itself for float32, bfloat16 bits
+    rounded to nearest even for uint16 (as ``_bf16_bits``, as torch rounds). numba only."""
+    raise NotImplementedError("stored runs only inside numba-compiled code")
+
+
+@overload(stored)
+def _stored(v, like):
+    if like.dtype == types.float32:
+        return lambda v, like: np.float32(v)
+
+    if like.dtype == types.uint16:
+        def to_bf16(v, like):
+            u = _bits_of_f32(np.float32(v))
+            if u & np.uint32(0x7FFFFFFF) > np.uint32(0x7F800000):
+                return np.uint16((u >> np.uint32(16)) | np.uint32(0x40))      # quiet nan
+            r = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+            return np.uint16(r)
+        return to_bf16
     return None

@@ -79,3 +79,27 @@ def test_the_check_catches_a_token_outside_the_top_k():
     assert logprobs_close([1, 3], lps, [1, 4], [lps[0], {4: -0.1, 3: -2.5}]) is None
     assert "token 1" in logprobs_close([1, 3], lps, [1, 9], [lps[0], {9: -0.1, 8: -1.0}], k=2)
     assert first_difference([1, 2, 3], [1, 2]) is None
+
+
+@pytest.mark.parametrize("model", ["tiny", pytest.param(None, marks=pytest.mark.slow)])
+def test_bf16_one_at_a_time_decodes_in_one_call_and_matches_transformers(model, monkeypatch):
+    """At batch 1 a bfloat16 engine decodes in one numba call (model/fused.py HalfDecode: the
+    weights and the cache read as bf16 bits, half of fp32's bytes): it is the path taken, and
+    its tokens pass the same check against transformers in bf16."""
+    from inferlab import kernels
+    from inferlab.model.fused import HalfDecode
+    eng = il.Engine(model, dtype="bfloat16", block_size=16, num_blocks=256)
+    assert isinstance(eng.runner._fused, HalfDecode) and eng.runner.plan.fused
+    calls = []
+    real = kernels.decode_pass
+    monkeypatch.setattr(kernels, "decode_pass", lambda *a: calls.append(1) or real(*a))
+    prompts = PROMPTS if model is None else [[5, 6, 7, 8], list(range(100, 150)), [42]]
+    equal = 0
+    for p in prompts:
+        e, problems = compare(eng, eng.loaded.hf_model, [p], 16)
+        assert not problems, problems
+        equal += e
+    # every decode step after the prefill (a one-token prompt's prefill is one too)
+    assert 15 * len(prompts) <= len(calls) <= 16 * len(prompts)
+    if model is None:
+        assert equal >= SHARE_EQUAL * len(prompts), f"only {equal} of {len(prompts)} equal"

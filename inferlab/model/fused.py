@@ -22,6 +22,7 @@ Named timing points (``timer(part)``) let ``inferlab bench profile`` time the pa
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from inferlab import kernels
@@ -44,25 +45,39 @@ def _sdpa(q, k_cache, v_cache, meta: AttentionMetadata, scale: float):
                                         meta.query_start_loc, scale)
 
 
+def _array(t: torch.Tensor):
+    """A numpy view of a CPU tensor: bfloat16 as its uint16 bits (numpy has no bfloat16)."""
+    t = t.detach().contiguous()
+    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
+
+
+def pass_weights(m: LlamaForward) -> tuple:
+    """The one-call decode's weights (``kernels.decode_pass``): the matrices as they are (a
+    bfloat16 model's as their bits), the small vectors (norms, biases, rotary) as float32."""
+    def stack(tensors, as_array=_array):   # a tuple of arrays: numba types it once (a typed
+        return tuple(as_array(t) for t in tensors)      # List would not cache)
+
+    def f32(t):
+        return t.detach().float().contiguous().numpy()
+    layers = m.layers
+    no_bias = torch.zeros(0, dtype=torch.float32)
+    return (_array(m.embed), stack((w.input_norm for w in layers), f32),
+            stack(w.wqkv for w in layers),
+            stack((w.bqkv if w.bqkv is not None else no_bias for w in layers), f32),
+            stack(w.wo for w in layers), stack((w.post_norm for w in layers), f32),
+            stack(w.w_gate_up for w in layers), stack(w.w_down for w in layers),
+            f32(m.norm), _array(m.lm_head), f32(m.inv_freq),
+            m.rope_scaling, m.eps, m.scale, m.num_heads)
+
+
 class FusedForward:
     """``forward(input_ids, positions, meta, k_caches, v_caches, logits_indices)`` as
     ``LlamaForward.forward``, same arguments, same result (to float32 rounding)."""
 
     def __init__(self, model: LlamaForward):
-        def stack(tensors):   # a tuple of arrays: numba types it once (a typed List would
-            return tuple(t.detach().contiguous().numpy() for t in tensors)   # not cache)
-
-        self.model = m = model
+        self.model = model
         self.timer = NO_TIMER
-        layers = m.layers
-        no_bias = torch.zeros(0, dtype=torch.float32)
-        self._pass_weights = (m.embed.numpy(), stack(w.input_norm for w in layers),
-                              stack(w.wqkv for w in layers),
-                              stack(w.bqkv if w.bqkv is not None else no_bias for w in layers),
-                              stack(w.wo for w in layers), stack(w.post_norm for w in layers),
-                              stack(w.w_gate_up for w in layers), stack(w.w_down for w in layers),
-                              m.norm.numpy(), m.lm_head.numpy(), m.inv_freq.numpy(),
-                              m.rope_scaling, m.eps, m.scale, m.num_heads)
+        self._pass_weights = pass_weights(model)
 
     @torch.inference_mode()
     def __call__(self, input_ids, positions, meta: AttentionMetadata, k_caches, v_caches,
@@ -76,8 +91,8 @@ class FusedForward:
         """Logits [1, vocab] of one sequence's next token, its whole pass in one call."""
         logits = torch.empty((1, self.model.lm_head.shape[0]), dtype=torch.float32)
         with self.timer("one-call decode"):
-            kernels.decode_pass(token, pos, table, self._pass_weights, k_caches.numpy(),
-                                v_caches.numpy(), logits[0].numpy())
+            kernels.decode_pass(token, pos, table, self._pass_weights, _array(k_caches),
+                                _array(v_caches), logits[0].numpy())
         return logits
 
     def rows(self, input_ids, positions, meta, k_caches, v_caches, logits_indices):
@@ -128,3 +143,21 @@ def fused_runs(linear_backend: str, attention_backend: str, dtype, device) -> bo
     attention, a float32 model on the CPU."""
     return (linear_backend.startswith("numba") and attention_backend == "numba-cpu"
             and dtype == torch.float32 and torch.device(device).type == "cpu")
+
+
+class HalfDecode(FusedForward):
+    """A bfloat16 model's fast path: one sequence decoding one token runs as one numba call
+    (``kernels.decode_pass`` reads the weights and the KV cache as their bf16 bits, widened
+    to float32 as they stream in: half the bytes of fp32; activations and sums float32, K
+    and V rounded to bf16 as stored); every other step is the op-by-op forward (its GEMMs in
+    the linear backend's bf16)."""
+
+    def rows(self, input_ids, positions, meta, k_caches, v_caches, logits_indices):
+        return self.model.forward(input_ids, positions, meta, k_caches, v_caches,
+                                  logits_indices)
+
+
+def half_decode_runs(attention_backend: str, dtype, device) -> bool:
+    """Whether ``HalfDecode`` can run: a bfloat16 model on the CPU, numba CPU attention."""
+    return (attention_backend == "numba-cpu" and dtype == torch.bfloat16
+            and torch.device(device).type == "cpu")

@@ -18,7 +18,7 @@ from ..core.events import SchedulerOutput
 from ..core.shapes import cdiv
 from ..errors import InvalidInputError
 from . import cpu_features, linear, precompile
-from .fused import FusedForward, attention_for, fused_runs
+from .fused import FusedForward, HalfDecode, attention_for, fused_runs, half_decode_runs
 from .llama import NO_TIMER, AttentionMetadata, LlamaForward, attention
 from .resources import available_memory
 from .sampler import make_generator, sample, top_logprobs
@@ -62,7 +62,8 @@ class ForwardPlan:
 
     attention_backend: str     # an inferlab.kernels backend ("numba-cpu", "reference", ...)
     linear_backend: str        # a model/linear.py backend ("numba", "onednn", "torch", ...)
-    fused_available: bool      # the fast forward can run (numba linear + numba CPU attention)
+    fused_available: bool      # the fast forward can run (fp32: numba linear + numba CPU
+                               # attention; bf16: numba CPU attention, for one-call decode)
     fused: bool                # it runs; else the op-by-op reference
     precision: str = "float32"  # the model's dtype and, in half precision on the CPU, the
                                 # instructions its GEMMs use (model/cpu_features.py)
@@ -90,6 +91,8 @@ class ModelRunner:
         m = self.model
         can_fuse = fused_runs(self.linear_backend, self.backend, m.dtype, self.device)
         self._fused = FusedForward(m) if can_fuse else None
+        if half_decode_runs(self.backend, m.dtype, self.device):     # bf16: one-call decode
+            self._fused, can_fuse = HalfDecode(m), True
         self.plan = ForwardPlan(self.backend, self.linear_backend, can_fuse, can_fuse,
                                 _precision(m.dtype, self.device))
         self._forward = self._fused or m.forward
@@ -114,15 +117,17 @@ class ModelRunner:
             raise InvalidInputError(f"path must be 'fused' or 'reference', got {path!r}")
         if path == "fused" and self._fused is None:
             raise InvalidInputError(
-                f"the fused forward needs a numba linear backend and numba CPU attention on a "
-                f"float32 CPU model; this engine has {self.linear_backend} / {self.backend}")
+                f"the fused forward needs numba CPU attention and, on a float32 CPU model, a "
+                f"numba linear backend (bfloat16: any); this engine has "
+                f"{self.linear_backend} / {self.backend}, {self.model.dtype}")
         self.plan = ForwardPlan(self.backend, self.linear_backend, self._fused is not None,
                                 path == "fused", self.plan.precision)
         self._forward = self._fused if path == "fused" else self.model.forward
 
     def attention_for(self, meta: AttentionMetadata):
         """The attention function a step with ``meta`` runs under this plan."""
-        return attention_for(meta) if self.plan.fused else attention
+        fast = self.plan.fused and not isinstance(self._fused, HalfDecode)   # (bf16: rows
+        return attention_for(meta) if fast else attention                    # op by op)
 
     @contextlib.contextmanager
     def timing(self, timer):
