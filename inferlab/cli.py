@@ -70,7 +70,7 @@ def _bench(args) -> int:
     if args.what == "roofline":
         from inferlab.bench.roofline import main as bench_roofline
         _save(args, bench_roofline(model=args.model, repeats=args.repeats + 2,
-                                   linear_backend=args.linear_backend))
+                                   linear_backend=args.linear_backend, dtype=args.dtype))
         return 0
     if args.what == "coldstart":
         from inferlab.bench.coldstart import main as bench_coldstart
@@ -238,7 +238,7 @@ def main(argv=None) -> int:
     b.add_argument("--model", default=None)
     b.add_argument("--device", default=None)
     b.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                   help="vllm, engine: weights, KV cache and activations in this dtype "
+                   help="vllm, engine, roofline: weights, KV cache and activations in this dtype "
                    "(default float32)")
     b.add_argument("--alone", action="store_true",
                    help="engine: inferlab and transformers' padded batch each in its own process")

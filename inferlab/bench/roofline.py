@@ -169,16 +169,18 @@ def split(eng, batch: int, repeats: int = 5) -> dict:
 
 
 def main(batches=(1, 8, 32), model=None, repeats: int = 5, linear_backend: str = "auto",
-         out=print) -> dict:
+         out=print, dtype: str = "float32") -> dict:
     import os
 
     import inferlab as il
     from inferlab.core.shapes import ModelShape
+    from inferlab.model.fused import HalfDecode
     eng = il.Engine(model, max_num_seqs=max(batches), enable_prefix_caching=False,
-                    linear_backend=linear_backend)
+                    linear_backend=linear_backend, dtype=dtype)
     shape = ModelShape.from_hf_config(eng.loaded.hf_model.config)
     mach = machine()
-    out(f"{eng.model_name} fp32, linear backend {eng.runner.linear_backend}, attention "
+    elem = eng.runner.k_cache.element_size()          # the roofline's bytes per element
+    out(f"{eng.model_name} {eng.runner.plan.precision}, linear backend {eng.runner.linear_backend}, attention "
         f"{eng.runner.backend}, {mach['threads']} threads, load {os.getloadavg()[0]:.2f}")
     out(f"this machine: sgemm {mach['sgemm_flops'] / 1e9:.0f} GFLOP/s, memory bandwidth "
         f"{mach['read_bandwidth'] / 1e9:.1f} GB/s")
@@ -188,8 +190,9 @@ def main(batches=(1, 8, 32), model=None, repeats: int = 5, linear_backend: str =
     rows = {}
     for b in batches:
         s = split(eng, b, repeats)
-        ideal = ideal_step_s(shape, [(1, s["context"])] * b, mach) * 1e3
-        path = ("1 call" if b == 1 else "fused") if fused else "per-op"
+        ideal = ideal_step_s(shape, [(1, s["context"])] * b, mach, elem) * 1e3
+        rows_fused = fused and not isinstance(eng.runner._fused, HalfDecode)   # bf16: op by op
+        path = "1 call" if fused and b == 1 else "fused" if rows_fused else "per-op"
         rows[b] = {**s, "ideal": ideal, "share": ideal / s["step"], "tok_s": b / s["step"] * 1e3,
                    "forward": path}
         out(f"{b:5d} {ideal:9.1f} {s['step']:8.1f} {ideal / s['step']:6.0%} "
