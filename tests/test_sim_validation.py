@@ -135,6 +135,18 @@ def test_bench_roofline_reports_every_batch_and_its_split():
     assert "linear backend torch" in lines[0] and len(lines) == 3 + 2 + 1
 
 
+def test_bench_roofline_in_bfloat16_names_the_path_each_batch_takes():
+    """In bf16 the roofline is priced at 2 bytes an element; batch 1 decodes in one call
+    (model/fused.py HalfDecode), larger batches op by op."""
+    from inferlab.bench.roofline import main
+    lines = []
+    res = main(batches=(1, 2), model="tiny", repeats=1, out=lines.append, dtype="bfloat16")
+    assert "bfloat16" in lines[0]
+    assert [res["rows"][b]["forward"] for b in (1, 2)] == ["1 call", "per-op"]
+    fp32 = main(batches=(1,), model="tiny", repeats=1, out=[].append)
+    assert res["rows"][1]["ideal"] < fp32["rows"][1]["ideal"]        # half the bytes to read
+
+
 def test_bench_profile_times_the_parts_of_both_forwards_without_patching():
     """`inferlab bench profile` on the tiny model: every case with both forwards, each part
     timed through the forwards' own timing points; nothing in the engine or the kernels is
