@@ -218,6 +218,22 @@ def vllm_summary(res: dict, file: str) -> str:
             f"({short(res)}; {file})")
 
 
+def roofline_table(res: dict, file: str) -> str:
+    """BENCHMARKS' table: each batch's decode step against this CPU's roofline
+    (``inferlab bench roofline``)."""
+    r = res["results"]
+    m = r["machine"]
+    rows = [f"| {b} | {row['ideal']:.1f} | {row['step']:.1f} | {row['share']:.0%} | "
+            f"{row['tok_s']:.1f} | {row['forward']} |" for b, row in
+            sorted(r["rows"].items(), key=lambda kv: int(kv[0]))]
+    return "\n".join([
+        "| batch | roofline ms | step ms | share of the roofline | tok/s | forward |",
+        "|---:|---:|---:|---:|---:|---|", *rows, "",
+        f"Roofline: this machine's streaming read {m['read_bandwidth'] / 1e9:.1f} GB/s and "
+        f"sgemm {m['sgemm_flops'] / 1e9:.0f} GFLOP/s ({m['threads']} threads); "
+        + caption(res, file) + "."])
+
+
 COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
 TABLES = {t.name: t for t in (
@@ -231,6 +247,11 @@ TABLES = {t.name: t for t in (
           "docs/results/engine-xeon.json", engine_summary, inline=True),
     Table("vllm-summary", "vllm-xeon.json", "inferlab bench vllm --out "
           "docs/results/vllm-xeon.json", vllm_summary, inline=True),
+    Table("vllm-bf16-summary", "vllm-bf16-amd.json", "inferlab bench vllm --dtype bfloat16 "
+          "--out docs/results/vllm-bf16-amd.json", vllm_summary, inline=True),
+    *(Table(f"roofline-{dt}", f"roofline-{dt}-amd.json", f"inferlab bench roofline --dtype "
+            f"{full} --out docs/results/roofline-{dt}-amd.json", roofline_table)
+      for dt, full in (("fp32", "float32"), ("bf16", "bfloat16"))),
     *(Table(name, "serve-xeon.json", "inferlab bench serve --rates 1 4 inf --repeats 2 "
             "--out docs/results/serve-xeon.json", fn, inline=inline)
       for name, fn, inline in (("serve", serve_table, False),
