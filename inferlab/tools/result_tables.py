@@ -1,0 +1,220 @@
+"""The tables README and BENCHMARKS render from result files (``inferlab.tools.results`` finds
+their markers and writes them): each ``Table`` names its marker, its file in docs/results/,
+the command that writes that file, and the function that turns the file into Markdown. Every
+rendering names the CPU, the date and the load the numbers were measured at.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Callable
+
+from inferlab.errors import InferlabError
+from inferlab.lab import stack_table
+from inferlab.lab.report import markdown_rows
+
+
+class ResultsError(InferlabError, ValueError):
+    """A marked block names no known table, its result file is missing or unreadable, or its
+    markers do not pair up; the message says which and how to make the file."""
+
+
+
+# ---- the renderers -------------------------------------------------------------------------
+
+def _date(value: str) -> str:
+    """'2026-12-02 06:40' as written, or an ISO timestamp with its zone as '... UTC'."""
+    try:
+        d = datetime.datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if d.tzinfo is not None:
+        return d.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return d.strftime("%Y-%m-%d %H:%M")
+
+
+def _load(res: dict) -> str:
+    """The machine's load as the file records it: one reading, or before and after."""
+    if "load_before" in res and "load_after" in res:
+        before, after = (v[0] if isinstance(v, list) else v
+                         for v in (res["load_before"], res["load_after"]))
+        return f"{before:.2f} before and {after:.2f} after"
+    return f"{res['load']:.2f}" if "load" in res else "not recorded"
+
+
+def machine(res: dict) -> str:
+    """'Intel(R) Xeon(R) Processor, 2 cores': the CPU a result file was measured on."""
+    if not res.get("cpu"):
+        raise ResultsError("the result file records no CPU (`cpu`): rerun its command, which "
+                           "writes the command, date, CPU and load beside the numbers")
+    cores = f", {res['cores']} cores" if res.get("cores") else ""
+    return f"{res['cpu']}{cores}"
+
+
+def caption(res: dict, file: str) -> str:
+    """'measured on <CPU>, <date>, load <x>, by `<command>` (<file>)'."""
+    return (f"measured on {machine(res)}, {_date(res.get('date'))}, load {_load(res)}, "
+            f"by `{res.get('command', '?')}` ({file})")
+
+
+def short(res: dict) -> str:
+    """'<CPU>, <day>': what follows a number quoted inline."""
+    return f"{machine(res)}, {_date(res.get('date'))[:10]}"
+
+
+# ---- the tables -----------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    name: str                          # the marker's name
+    file: str                          # the result file, relative to docs/results
+    produce: str                       # the command that writes the file
+    render: Callable[[dict, str], str]  # (result, its path as shown) -> Markdown
+    inline: bool = False               # one line inside a sentence or a table cell
+
+
+def _range(s: dict, fmt: str = "{:.2f}") -> str:
+    return f"{fmt.format(s['median'])} ({fmt.format(s['min'])}-{fmt.format(s['max'])})"
+
+
+COLD_NEW = "new CPU (empty numba cache)"
+
+
+def coldstart_table(res: dict, file: str) -> str:
+    """BENCHMARKS' cold-start table: each start's phases, median (range)."""
+    rows = [f"Medians with the range, {caption(res, file)}:", "",
+            "| start | `Engine()` (s) | first token (s) | import + `Engine()` + first token (s) "
+            "| whole process (s) |", "|---|---:|---:|---:|---:|"]
+    for name, s in res["summary"].items():
+        rows.append(f"| {name} | " + " | ".join(_range(s[ph]) for ph in
+                                                  ("engine", "first token", "total", "process"))
+                    + " |")
+    return "\n".join(rows)
+
+
+def coldstart_summary(res: dict, file: str) -> str:
+    """README's row: the warm start against transformers and a CPU numba has not seen."""
+    s = res["summary"]
+    warm = s["engine files"]["total"]
+    text = f"{warm['median']:.2f} s median ({warm['min']:.2f}-{warm['max']:.2f})"
+    if "transformers" in s:
+        text += f", against {s['transformers']['total']['median']:.2f} s through transformers"
+    if COLD_NEW in s:
+        said = any(r.get("said") for r in res.get("runs", {}).get(COLD_NEW, []))
+        text += (f"; a CPU numba has not compiled for: {s[COLD_NEW]['total']['median']:.1f} s, "
+                 f"once{', saying so' if said else ''}")
+    return f"{text} ({machine(res)}, {_date(res.get('date'))}, load {_load(res)}; {file})"
+
+
+def coldstart_warm(res: dict, file: str) -> str:
+    return f"{res['summary']['engine files']['total']['median']:.2f} s ({short(res)})"
+
+
+def coldstart_new_cpu(res: dict, file: str) -> str:
+    return f"{res['summary'][COLD_NEW]['engine']['median']:.1f} s ({short(res)})"
+
+
+def claims_table(res: dict, file: str) -> str:
+    """README's report card from ``inferlab claims --json``: a caption with the machine and
+    the verdict counts, then one row per claim (its warning, if any, after the reason)."""
+    mode = "Smoke run" if res.get("smoke") else "Full run"
+    tally = "; ".join(f"{n} {v}" for v, n in res.get("verdicts", {}).items() if n)
+    kinds = "; ".join(f"{n} {k}" for k, n in res.get("rests_on", {}).items() if n)
+    return "\n".join([f"{mode}, {caption(res, file)}: {tally} (rests on: {kinds}).", "",
+                      *markdown_rows(res["claims"])])
+
+
+def serve_table(res: dict, file: str) -> str:
+    """BENCHMARKS' two serving stacks from ``inferlab bench serve --out``: the caption, the
+    side-by-side table, the greedy agreement, how the processes shared the CPUs."""
+    r = res["results"]
+    c, g = r["config"], r["greedy"]
+    lines = [f"Measured on {caption(res, file)[len('measured on '):]}. {c['model']} "
+             f"{c['dtype']}, {c['num_prompts']} prompts of {c['input_len']} random tokens, "
+             f"{c['output_len']} new tokens each (ignore_eos, temperature 0), Poisson arrivals; "
+             f"A B A B x {c['repeats']}, median (range); client: {r['client']}.", "",
+             stack_table.markdown(r), "",
+             f"Greedy answers (temperature 0, {g['max_tokens']} tokens): the two servers agree "
+             f"on {g['agree']} of {g['of']} prompts. Placement: {r['placement']}."]
+    return "\n".join(lines + ([r["warning"]] if r.get("warning") else []))
+
+
+def serve_summary(res: dict, file: str) -> str:
+    """README's row: inferlab / vLLM medians at the lowest rate and at the highest (often
+    all at once), and the greedy agreement."""
+    r = res["results"]
+    rates = list(r["summary"])
+    med = lambda rate, key: tuple(r["summary"][rate][s][key]["median"]
+                                  for s in ("inferlab", "vLLM"))
+    parts = []
+    for rate in (rates[0], rates[-1]):
+        name = "all at once" if rate == "inf" else f"at {rate} req/s"
+        (ti, tv), (pi, pv), (oi, ov) = (med(rate, k) for k in
+                                        ("p50_ttft_ms", "p50_tpot_ms", "output_throughput"))
+        parts.append(f"{name}: TTFT p50 {ti:.0f} vs {tv:.0f} ms, TPOT p50 {pi:.0f} vs {pv:.0f} "
+                     f"ms, {oi:.0f} vs {ov:.0f} tok/s")
+    g = r["greedy"]
+    return (f"inferlab vs vLLM {'; '.join(parts)}; greedy answers agree on {g['agree']} of "
+            f"{g['of']} ({short(res)}; {file})")
+
+
+def engine_summary(res: dict, file: str) -> str:
+    """README's row: the engine against transformers on ``inferlab bench engine``'s workload
+    (tok/s in one process, the paths interleaved, medians)."""
+    r = res["results"]
+    ours = r["inferlab engine"]
+    vs = [(k, ours / v) for k, v in r.items() if k.startswith("transformers")]
+    return (", ".join(f"{x:.2f}x {k}" for k, x in vs) + f" ({ours:.0f} tok/s; "
+            f"{short(res)}; {file})")
+
+
+def vllm_summary(res: dict, file: str) -> str:
+    """README's row: inferlab against vLLM's CPU build on the engine benchmark's workload."""
+    r = res["results"]
+    t, runs = r["tok_s"], r["runs"]
+    n = len(next(iter(runs.values())))
+    return (f"{r['ratio']:.2f}x tokens/s ({t['inferlab']:.0f} vs {t['vLLM']:.0f} tok/s, medians "
+            f"of {n} A B A B runs), greedy tokens equal on {r['same_tokens']} of "
+            f"{r.get('requests', 32)} "
+            f"({short(res)}; {file})")
+
+
+def roofline_table(res: dict, file: str) -> str:
+    """BENCHMARKS' table: each batch's decode step against this CPU's roofline
+    (``inferlab bench roofline``)."""
+    r = res["results"]
+    m = r["machine"]
+    rows = [f"| {b} | {row['ideal']:.1f} | {row['step']:.1f} | {row['share']:.0%} | "
+            f"{row['tok_s']:.1f} | {row['forward']} |" for b, row in
+            sorted(r["rows"].items(), key=lambda kv: int(kv[0]))]
+    return "\n".join([
+        "| batch | roofline ms | step ms | share of the roofline | tok/s | forward |",
+        "|---:|---:|---:|---:|---:|---|", *rows, "",
+        f"Roofline: this machine's streaming read {m['read_bandwidth'] / 1e9:.1f} GB/s and "
+        f"sgemm {m['sgemm_flops'] / 1e9:.0f} GFLOP/s ({m['threads']} threads); "
+        + caption(res, file) + "."])
+
+
+COLDSTART = ("coldstart-xeon.json",
+             "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
+TABLES = {t.name: t for t in (
+    Table("coldstart", *COLDSTART, coldstart_table),
+    Table("coldstart-summary", *COLDSTART, coldstart_summary, inline=True),
+    Table("coldstart-warm", *COLDSTART, coldstart_warm, inline=True),
+    Table("coldstart-new-cpu", *COLDSTART, coldstart_new_cpu, inline=True),
+    Table("claims", "claims.json", "inferlab claims --json > docs/results/claims.json",
+          claims_table),
+    Table("engine-summary", "engine-xeon.json", "inferlab bench engine --out "
+          "docs/results/engine-xeon.json", engine_summary, inline=True),
+    Table("vllm-summary", "vllm-xeon.json", "inferlab bench vllm --out "
+          "docs/results/vllm-xeon.json", vllm_summary, inline=True),
+    Table("vllm-bf16-summary", "vllm-bf16-amd.json", "inferlab bench vllm --dtype bfloat16 "
+          "--out docs/results/vllm-bf16-amd.json", vllm_summary, inline=True),
+    *(Table(f"roofline-{dt}", f"roofline-{dt}-amd.json", f"inferlab bench roofline --dtype "
+            f"{full} --out docs/results/roofline-{dt}-amd.json", roofline_table)
+      for dt, full in (("fp32", "float32"), ("bf16", "bfloat16"))),
+    *(Table(name, "serve-xeon.json", "inferlab bench serve --rates 1 4 inf --repeats 2 "
+            "--out docs/results/serve-xeon.json", fn, inline=inline)
+      for name, fn, inline in (("serve", serve_table, False),
+                               ("serve-summary", serve_summary, True))),
+)}
