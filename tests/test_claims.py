@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib
 import pathlib
 import re
-import time
 
 import pytest
 
@@ -161,13 +160,19 @@ def test_repeats_of_the_same_work_that_disagree_warn():
     assert w.startswith("WARNING: busy machine") and "static took 2.00-3.20 s" in w
     assert "continuous" not in w
     assert protocol.repeat_warning({"tiny": [0.01, 0.05]}) is None     # the timer's spread
-    slow = iter([0.0, 0.6, 0.0])             # the second repeat of "a" sleeps 0.6 s more
 
-    def arm():
-        time.sleep(0.6 + next(slow))
-    res = protocol.compare({"a": arm}, 2)
-    assert "the same work, repeated, a took" in res.warning, res.warning
-    assert len(res.readings["call_seconds"]["a"]) == 2
+
+def test_compare_judges_each_arms_repeats(monkeypatch):
+    """compare() hands every arm's call times to repeat_warning and shows what it says."""
+    seen = []
+
+    def judge(times):
+        seen.append({arm: len(calls) for arm, calls in times.items()})
+        return "WARNING: busy machine, wall-clock numbers not trustworthy: the same work, x"
+    monkeypatch.setattr(protocol, "repeat_warning", judge)
+    res = protocol.compare({"a": lambda: 1, "b": lambda: 2}, 2)
+    assert seen == [{"a": 2, "b": 2}] and "the same work, x" in res.warning
+    assert res.runs == {"a": [1, 1], "b": [2, 2]}
 
 
 def test_compare_reports_spread_and_label():
