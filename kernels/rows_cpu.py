@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .half_cpu import stored
 from .numba_cpu import FASTMATH, LOCK, exp_inplace
 
 
@@ -64,6 +65,7 @@ def _silu_mul(gate_up, act):
 @njit(cache=True, fastmath=FASTMATH, parallel=True)
 def _rotary_write(qkv, cos, sin, k_cache, v_cache, slot_mapping, q):
     # qkv [T, (H + 2 KVH) * D]; cos, sin [T, D/2]; q [T, H, D] out; caches [NB, bs, KVH, D]
+    # (float32, or bfloat16 bits: K and V rounded as stored)
     num_heads, d_n = q.shape[1], q.shape[2]
     bs, kvh_n = k_cache.shape[1], k_cache.shape[2]
     half = d_n // 2
@@ -83,10 +85,11 @@ def _rotary_write(qkv, cos, sin, k_cache, v_cache, slot_mapping, q):
             vbase = (num_heads + kvh_n + head) * d_n
             for j in range(half):
                 a, c = qkv[t, base + j], qkv[t, base + half + j]
-                k_cache[blk, off, head, j] = a * cos[t, j] - c * sin[t, j]
-                k_cache[blk, off, head, half + j] = c * cos[t, j] + a * sin[t, j]
+                k_cache[blk, off, head, j] = stored(a * cos[t, j] - c * sin[t, j], k_cache)
+                k_cache[blk, off, head, half + j] = stored(c * cos[t, j] + a * sin[t, j],
+                                                           k_cache)
             for j in range(d_n):
-                v_cache[blk, off, head, j] = qkv[t, vbase + j]
+                v_cache[blk, off, head, j] = stored(qkv[t, vbase + j], v_cache)
 
 
 # The launchers: numpy float32 arrays in, results written in place; one parallel launch at a

@@ -25,8 +25,9 @@ def paged_attention_sdpa(q, k_cache, v_cache, block_tables, seq_lens, query_star
         q0, q1 = starts[s], starts[s + 1]
         blocks = block_tables[s, :cdiv(n, bs)].long()
         # [1, heads, tokens, D], contiguous: what SDPA's fused CPU kernel takes
-        k = k_cache[blocks].flatten(0, 1)[:n].transpose(0, 1).unsqueeze(0).contiguous()
-        v = v_cache[blocks].flatten(0, 1)[:n].transpose(0, 1).unsqueeze(0).contiguous()
+        # (in q's dtype: a bf16 cache under float32 activations is widened, exactly)
+        k = k_cache[blocks].flatten(0, 1)[:n].transpose(0, 1).unsqueeze(0).to(q.dtype).contiguous()
+        v = v_cache[blocks].flatten(0, 1)[:n].transpose(0, 1).unsqueeze(0).to(q.dtype).contiguous()
         rows = q1 - q0
         causal = rows == n                          # the whole sequence is new: plain causal
         mask = None if causal or rows == 1 else (

@@ -137,12 +137,12 @@ def test_bench_roofline_reports_every_batch_and_its_split():
 
 def test_bench_roofline_in_bfloat16_names_the_path_each_batch_takes():
     """In bf16 the roofline is priced at 2 bytes an element; batch 1 decodes in one call
-    (model/fused.py HalfDecode), larger batches op by op."""
+    (model/fused.py HalfDecode), larger batches through the fused rows."""
     from inferlab.bench.roofline import main
     lines = []
     res = main(batches=(1, 2), model="tiny", repeats=1, out=lines.append, dtype="bfloat16")
     assert "bfloat16" in lines[0]
-    assert [res["rows"][b]["forward"] for b in (1, 2)] == ["1 call", "per-op"]
+    assert [res["rows"][b]["forward"] for b in (1, 2)] == ["1 call", "fused"]
     fp32 = main(batches=(1,), model="tiny", repeats=1, out=[].append)
     assert res["rows"][1]["ideal"] < fp32["rows"][1]["ideal"]        # half the bytes to read
 

@@ -174,7 +174,6 @@ def main(batches=(1, 8, 32), model=None, repeats: int = 5, linear_backend: str =
 
     import inferlab as il
     from inferlab.core.shapes import ModelShape
-    from inferlab.model.fused import HalfDecode
     eng = il.Engine(model, max_num_seqs=max(batches), enable_prefix_caching=False,
                     linear_backend=linear_backend, dtype=dtype)
     shape = ModelShape.from_hf_config(eng.loaded.hf_model.config)
@@ -191,8 +190,7 @@ def main(batches=(1, 8, 32), model=None, repeats: int = 5, linear_backend: str =
     for b in batches:
         s = split(eng, b, repeats)
         ideal = ideal_step_s(shape, [(1, s["context"])] * b, mach, elem) * 1e3
-        rows_fused = fused and not isinstance(eng.runner._fused, HalfDecode)   # bf16: op by op
-        path = "1 call" if fused and b == 1 else "fused" if rows_fused else "per-op"
+        path = ("1 call" if b == 1 else "fused") if fused else "per-op"
         rows[b] = {**s, "ideal": ideal, "share": ideal / s["step"], "tok_s": b / s["step"] * 1e3,
                    "forward": path}
         out(f"{b:5d} {ideal:9.1f} {s['step']:8.1f} {ideal / s['step']:6.0%} "

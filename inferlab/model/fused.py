@@ -101,41 +101,45 @@ class FusedForward:
         attend = attention_for(meta)
         H, D = m.num_heads, m.head_dim
         layers = m.layers
-        x = m.embed[input_ids]                                         # [T, hidden], ours
-        freqs = positions.float()[:, None] * m.inv_freq[None, :]        # [T, D/2]
+        _, in_norm, _, _, _, post_norm, _, _, final_norm = self._pass_weights[:9]
+
+        def linear(a, w, b=None):       # a bf16 model's GEMMs in bf16, the rows float32
+            return m.linear(a.to(m.dtype), w, b).float()
+        x = m.embed[input_ids].float()                                 # [T, hidden], ours
+        freqs = positions.float()[:, None] * m.inv_freq[None, :].float()   # [T, D/2]
         cos = (freqs.cos() * m.rope_scaling).numpy()
         sin = (freqs.sin() * m.rope_scaling).numpy()
         slots = meta.slot_mapping.numpy()
         h = torch.empty_like(x)
         xn, hn = x.numpy(), h.numpy()
         with t("norms + adds"):
-            kernels.rms_rows(xn, layers[0].input_norm.numpy(), m.eps, hn)
+            kernels.rms_rows(xn, in_norm[0], m.eps, hn)
         for li, w in enumerate(layers):
             with t("linear"):
-                qkv = m.linear(h, w.wqkv, w.bqkv)                       # [T, (H+2KVH)*D]
+                qkv = linear(h, w.wqkv, w.bqkv)                         # [T, (H+2KVH)*D]
             q = torch.empty((T, H, D), dtype=x.dtype)
             kc, vc = k_caches[li], v_caches[li]                        # [blocks, bs, KVH, D]
             with t("rotary + kv write"):
-                kernels.rotary_write(qkv.numpy(), cos, sin, kc.numpy(), vc.numpy(), slots,
+                kernels.rotary_write(qkv.numpy(), cos, sin, _array(kc), _array(vc), slots,
                                      q.numpy())
             with t("attention"):
                 o = attend(q, kc, vc, meta, m.scale)                   # [T, H, D]
             with t("linear"):
-                y = m.linear(o.reshape(T, H * D), w.wo).numpy()
+                y = linear(o.reshape(T, H * D), w.wo).numpy()
             with t("norms + adds"):
-                kernels.add_rms_rows(xn, y, w.post_norm.numpy(), m.eps, hn)
+                kernels.add_rms_rows(xn, y, post_norm[li], m.eps, hn)
             with t("linear"):
-                gate_up = m.linear(h, w.w_gate_up)                      # [T, 2 intermediate]
+                gate_up = linear(h, w.w_gate_up)                        # [T, 2 intermediate]
             act = torch.empty((T, gate_up.shape[1] // 2), dtype=x.dtype)
             with t("silu"):
                 kernels.silu_mul(gate_up.numpy(), act.numpy())
-            nxt = layers[li + 1].input_norm if li + 1 < len(layers) else m.norm
+            nxt = in_norm[li + 1] if li + 1 < len(layers) else final_norm
             with t("linear"):
-                y = m.linear(act, w.w_down).numpy()
+                y = linear(act, w.w_down).numpy()
             with t("norms + adds"):
-                kernels.add_rms_rows(xn, y, nxt.numpy(), m.eps, hn)
+                kernels.add_rms_rows(xn, y, nxt, m.eps, hn)
         with t("lm head"):
-            return m.linear(h[logits_indices], m.lm_head).float()      # [R, vocab]
+            return linear(h[logits_indices], m.lm_head)                # [R, vocab]
 
 
 def fused_runs(linear_backend: str, attention_backend: str, dtype, device) -> bool:
@@ -146,15 +150,12 @@ def fused_runs(linear_backend: str, attention_backend: str, dtype, device) -> bo
 
 
 class HalfDecode(FusedForward):
-    """A bfloat16 model's fast path: one sequence decoding one token runs as one numba call
-    (``kernels.decode_pass`` reads the weights and the KV cache as their bf16 bits, widened
-    to float32 as they stream in: half the bytes of fp32; activations and sums float32, K
-    and V rounded to bf16 as stored); every other step is the op-by-op forward (its GEMMs in
-    the linear backend's bf16)."""
-
-    def rows(self, input_ids, positions, meta, k_caches, v_caches, logits_indices):
-        return self.model.forward(input_ids, positions, meta, k_caches, v_caches,
-                                  logits_indices)
+    """A bfloat16 model's fast forward: one sequence decoding one token runs as one numba
+    call (``kernels.decode_pass`` reads the weights and the KV cache as their bf16 bits,
+    widened to float32 as they stream in: half the bytes of fp32); more rows run ``rows``
+    with the GEMMs in the linear backend's bf16 (inputs rounded to bf16, outputs widened)
+    and the rows between them (norms, residual adds, rotary, SiLU, attention) in float32, K
+    and V rounded to bf16 as stored."""
 
 
 def half_decode_runs(attention_backend: str, dtype, device) -> bool:
