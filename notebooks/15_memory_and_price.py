@@ -105,8 +105,8 @@ show(ch.precision_figure(prec), height=420)
 # %% [markdown]
 # Left: decode tokens per second, one request and a batch, with the range of the repeats.
 # Middle: bf16 holds the weights and the KV cache in half the bytes (so twice the tokens fit
-# in the same cache). Right: how many tokens each greedy answer keeps before fp32 and bf16
-# part ("all" where they never do).
+# in the same cache). Right: how many tokens each greedy answer keeps alike in fp32 and bf16
+# before they part (hollow bars), or all of it (filled, "all").
 
 # %% [markdown]
 # ### The check

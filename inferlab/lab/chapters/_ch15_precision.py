@@ -128,7 +128,7 @@ def precision_figure(p: dict):
     shapes = ("batch 1", f"batch {p['prompts']}")
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1, subplot_titles=(
         "decode speed (tokens/s)", "bytes, as a share of fp32's",
-        f"greedy answers: tokens the same (of {p['max_tokens']} at most)"))
+        "greedy answers: tokens alike"))
     for n in DTYPES:
         sp = [protocol.Spread(**p["speed"][f"{n} {s}"]) for s in shapes]
         fig.add_trace(go.Bar(x=list(shapes), y=[s.median for s in sp], name=n,
@@ -144,16 +144,27 @@ def precision_figure(p: dict):
                              text=[size(e["weights"]), size(e["kv_bytes_per_token"])],
                              textposition="outside"), 1, 2)
     div = p["divergence"]
-    fig.add_trace(go.Bar(x=[f"prompt {i + 1}" for i in range(len(div))],
-                         y=[r["tokens"] if r["first_difference"] is None else r["first_difference"]
-                            for r in div], marker_color=palette.INK, showlegend=False,
-                         text=[f"all {r['tokens']}" if r["first_difference"] is None else
-                               f"{r['first_difference']}, then apart" for r in div],
-                         textposition="outside"), 1, 3)
+    same = [r["first_difference"] is None for r in div]
+    fig.add_trace(go.Bar(x=[str(i + 1) for i in range(len(div))],
+                         y=[r["tokens"] if s else r["first_difference"]
+                            for r, s in zip(div, same)],
+                         marker=dict(color=[palette.INK if s else "rgba(0,0,0,0)"
+                                            for s in same],
+                                     line=dict(color=palette.INK, width=1.5)),
+                         showlegend=False,
+                         text=["all" if s else "" for s in same], textposition="outside",
+                         hovertext=[f"{r['tokens']} tokens, all alike" if s else
+                                    f"alike for {r['first_difference']} tokens, then apart"
+                                    for r, s in zip(div, same)], hoverinfo="text"), 1, 3)
+    fig.update_xaxes(title_text="prompt (filled: alike throughout)",
+                     dtick=1, row=1, col=3)
     fig.update_yaxes(rangemode="tozero", title_text="tokens/s", row=1, col=1)
     fig.update_yaxes(range=[0, 125], title_text="% of fp32", row=1, col=2)
-    fig.update_yaxes(range=[0, p["max_tokens"] * 1.2], row=1, col=3)
-    fig.update_layout(barmode="group", height=420)
+    fig.update_yaxes(range=[0, p["max_tokens"] * 1.15], title_text="tokens", row=1, col=3)
+    fig.update_layout(barmode="group", height=440)
     clock = (f"wall clock, this machine: median and range of {p['repeats']} interleaved "
              f"repeats" + (f"<br>{p['warning']}" if p.get("warning") else ""))
-    return _kit.style(fig, f"fp32 and bf16, the same model ({p['model']})", clock)
+    _kit.style(fig, f"fp32 and bf16, the same model ({p['model']})", clock)
+    if p.get("warning"):                     # the warning's line: room above the panels
+        fig.update_layout(margin_t=150)
+    return fig
