@@ -14,6 +14,10 @@ reference in llama.py) once, from the linear and attention backends (runner.Forw
                   h = add_rms_norm(x, linear(a))         x += Wdown a;  h = the next layer's norm
       logits = linear(h[rows that sample])               (the last norm is the model's final one)
 
+A bfloat16 model runs the same (``HalfDecode``): the one-call decode reads its weights and
+cache as bf16 bits, and ``rows`` sends the GEMMs through the linear backend in bf16 while the
+rows between them stay float32.
+
 A 2048-token prefill gains most (A B A B in one process: its step 2.38 -> 2.31 s; BENCHMARKS.md
 "Speed, round 3"). Like the reference, it writes the whole step's K/V into the cache before
 any attention of that layer reads it, so requests admitted together can share blocks that one

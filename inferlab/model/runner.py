@@ -126,8 +126,7 @@ class ModelRunner:
 
     def attention_for(self, meta: AttentionMetadata):
         """The attention function a step with ``meta`` runs under this plan."""
-        fast = self.plan.fused and not isinstance(self._fused, HalfDecode)   # (bf16: rows
-        return attention_for(meta) if fast else attention                    # op by op)
+        return attention_for(meta) if self.plan.fused else attention
 
     @contextlib.contextmanager
     def timing(self, timer):
