@@ -96,16 +96,26 @@ def _steady(ts: list) -> list:
     return ts[1:] if len(ts) > 1 and ts[0] == max(ts) else ts
 
 
-def repeat_warning(times: dict[str, list]) -> str | None:
+def _repeat_reason(times: dict[str, list]) -> str | None:
     """Why the repeats of one arm disagree beyond REPEAT_SPREAD, or None (see there)."""
     why = [f"{name} took {min(ts):.2f}-{max(ts):.2f} s over {len(ts)} repeats "
            f"({max(ts) / min(ts) - 1:.0%} apart)" for name, ts in
            ((n, _steady(t)) for n, t in times.items())
            if len(ts) > 1 and min(ts) >= REPEAT_MIN_S and max(ts) > (1 + REPEAT_SPREAD) * min(ts)]
-    if not why:
-        return None
-    return ("WARNING: busy machine, wall-clock numbers not trustworthy: the same work, "
-            "repeated, " + "; ".join(why))
+    return "the same work, repeated, " + "; ".join(why) if why else None
+
+
+def repeat_warning(times: dict[str, list]) -> str | None:
+    """The busy-machine warning for repeats that disagree (``_repeat_reason``), or None."""
+    return _warning([_repeat_reason(times)])
+
+
+BUSY = "WARNING: busy machine, wall-clock numbers not trustworthy: "
+
+
+def _warning(reasons) -> str | None:
+    why = [r for r in reasons if r]
+    return BUSY + "; ".join(why) if why else None
 
 
 # --- is the machine quiet enough? ------------------------------------------------------
@@ -174,9 +184,7 @@ def busy_warning(load: float | None, n_cpus: int, own_cpus: float, cal_before: f
     if drift > DRIFT:
         why.append(f"a fixed calibration loop took {cal_before * 1e3:.0f} ms before and "
                    f"{cal_after * 1e3:.0f} ms after ({drift:.0%} apart)")
-    if not why:
-        return None
-    return "WARNING: busy machine, wall-clock numbers not trustworthy: " + "; ".join(why)
+    return _warning(why)
 
 
 class BusyCheck:
@@ -229,10 +237,8 @@ def compare(arms: dict[str, Callable[[], Any]], repeats: int) -> WallComparison:
     """Run ``arms`` interleaved ``repeats`` times under a busy check."""
     with BusyCheck() as chk:
         runs, times = _timed_interleaved(arms, repeats)
-    rep = repeat_warning(times)
-    warning = chk.warning
-    if rep:
-        warning = rep if not warning else warning + "; " + rep.split(": ", 1)[1]
+    warning = _warning([w and w.removeprefix(BUSY) for w in (chk.warning,
+                                                              repeat_warning(times))])
     return WallComparison(runs, repeats, warning, {**chk.readings, "call_seconds": times})
 
 
