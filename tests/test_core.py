@@ -3,6 +3,7 @@ import pytest
 
 from inferlab.core.block_pool import BlockPool
 from inferlab.core.config import EngineConfig
+from inferlab.errors import InvalidInputError
 from inferlab.core.kv_manager import ContiguousKVManager, PagedKVManager
 from inferlab.core.params import SamplingParams
 from inferlab.core.request import Request, RequestStatus
@@ -279,3 +280,16 @@ def test_engine_abort_frees_blocks(tiny_engine):
     assert st.kv_blocks_used == 0 and st.num_running == 0
     assert eng.kv.pool.ref_cnt == [0] * eng.num_blocks
     assert other not in eng.scheduler.requests
+
+
+def test_the_default_dtype_comes_from_inferlab_dtype(monkeypatch):
+    """float32 unless INFERLAB_DTYPE names another (a Binder pod in bf16); an explicit dtype
+    wins; a bad value is named with the variable it came from."""
+    monkeypatch.delenv("INFERLAB_DTYPE", raising=False)
+    assert EngineConfig().dtype == "float32"
+    monkeypatch.setenv("INFERLAB_DTYPE", "bfloat16")
+    assert EngineConfig().dtype == "bfloat16"
+    assert EngineConfig(dtype="float32").dtype == "float32"
+    monkeypatch.setenv("INFERLAB_DTYPE", "fp8")
+    with pytest.raises(InvalidInputError, match="INFERLAB_DTYPE='fp8'"):
+        EngineConfig()

@@ -1,7 +1,8 @@
 """EngineConfig: every engine knob in one dataclass, validated once, with clear errors."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import os
+from dataclasses import dataclass, field, fields
 
 from ..errors import InvalidInputError, check_type
 
@@ -11,6 +12,16 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 DTYPES = tuple(DTYPE_BYTES)
 CONTIGUOUS_RESERVE = ("max_model_len", "request")
 SCHEDULING_POLICIES = ("fcfs", "priority")
+
+
+def default_dtype() -> str:
+    """The dtype of an engine that names none: INFERLAB_DTYPE when set (``bfloat16`` halves
+    the weights and the KV cache on a small Binder pod), else float32, the reference."""
+    v = os.environ.get("INFERLAB_DTYPE", "").strip() or "float32"
+    if v not in DTYPES:
+        raise InvalidInputError(f"the environment variable INFERLAB_DTYPE={v!r} is not a dtype "
+                                f"inferlab runs; use one of {DTYPES} or unset it")
+    return v
 
 
 @dataclass(slots=True)
@@ -36,7 +47,7 @@ class EngineConfig:
     linear_backend: str = "auto"        # GEMMs: "torch" (reference), "onednn[-packed]", "numba[+...]" (model/linear.py)
     clock: str = "wall"                 # "wall" or a GPU profile name, e.g. "H100" (checked by sim)
     sim_model: str | None = None        # model shape the simulated clock prices (None = the real one)
-    dtype: str = "float32"
+    dtype: str = field(default_factory=default_dtype)   # INFERLAB_DTYPE, else "float32"
     device: str | None = None           # None = cuda if available else cpu
     seed: int = 0
 

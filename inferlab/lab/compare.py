@@ -110,7 +110,8 @@ def _labelled(configs) -> tuple[list[str], list[dict]]:
     # Unnamed configs are labelled by the options that differ between the configs; an
     # option a config leaves out shows the engine's default.
     from inferlab.core.config import EngineConfig
-    defaults = {f.name: f.default for f in dataclasses.fields(EngineConfig)}
+    base = EngineConfig()                 # its defaults (dtype: INFERLAB_DTYPE, else float32)
+    defaults = {f.name: getattr(base, f.name) for f in dataclasses.fields(EngineConfig)}
     keys = sorted({k for d in dicts for k in d})
     missing = object()
     value = lambda d, k: d.get(k, defaults.get(k, missing))

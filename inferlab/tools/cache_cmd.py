@@ -9,13 +9,15 @@ def run(action: str) -> int:
 
     from inferlab.model import weights_cache
     if action == "warm":  # convert the default GGUF now (binder/postBuild), not at first use
+        from inferlab.core.config import default_dtype
         from inferlab.model.loader import load_model_uncached
         t = time.perf_counter()
-        loaded = load_model_uncached(None)
+        dtype = default_dtype()             # what an Engine() will load (INFERLAB_DTYPE)
+        loaded = load_model_uncached(None, dtype)
         how = {"converted": "converted and saved", "cache": "read from the cache (the engine's "
                "own file written)", "engine file": "already cached"}.get(loaded.origin,
                                                                           loaded.origin)
-        print(f"{loaded.name}: {how} in {time.perf_counter() - t:.1f} s "
+        print(f"{loaded.name} ({dtype}): {how} in {time.perf_counter() - t:.1f} s "
               f"({weights_cache.cache_root()})")
         import importlib.util
         if importlib.util.find_spec("numba") is not None:
