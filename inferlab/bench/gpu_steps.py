@@ -7,7 +7,8 @@
 Random weights in bf16 (``Engine("random:llama-3-8b")``: no 8B checkpoint travels to the GPU
 machine). Steps, as the engine runs them: a 512-token prefill at batch 1 (each a fresh request
 that stops after its first token), and decode steps (one new token per sequence) at batch 1 and
-32 after 512-token prompts. Each ``Engine.step()`` is timed alone (``torch.cuda.synchronize()``
+32 after 512-token prompts (all prefilled in one step, so every sequence of a decode step has
+the same context). Each ``Engine.step()`` is timed alone (``torch.cuda.synchronize()``
 before; the step itself ends by reading the sampled tokens back); the median of a few timed
 steps after warm-ups is printed beside the ``inferlab.sim`` cost model's ``step_time`` for
 the GPU profile, with the same shape, the same (new tokens, context) chunks and 2 bytes per
@@ -82,9 +83,10 @@ def decode_times(eng, device, prompts, batch, warm, timed):
     import inferlab as il
     params = il.SamplingParams(max_tokens=warm + timed + 2, ignore_eos=True)
     ids = [eng.add_request(p, params) for p in prompts(batch)]
-    started = set()
-    while len(started) < batch:                          # prefills (chunked by the budget)
-        started |= {o.request_id for o in eng.step() if o.token_ids}
+    started = {o.request_id for o in eng.step() if o.token_ids}
+    if len(started) < batch:   # the decode steps would then mix contexts (and prefills)
+        raise RuntimeError(f"{len(started)} of {batch} prompts prefilled in one step; raise "
+                           "max_num_batched_tokens to batch x prompt")
     ctx0 = len(prompts.last[0]) + 1                      # the first decoded token's context
     times = []
     for _ in range(warm + timed):
@@ -131,7 +133,7 @@ def measure(spec: str, device: str, dtype: str, prompt: int, batches, warm: int,
     import inferlab as il
     gpu = get_gpu(gpu_name)
     eng = il.Engine(spec, device=device, dtype=dtype, max_num_seqs=max(batches),
-                    max_num_batched_tokens=max(2048, prompt), enable_prefix_caching=False,
+                    max_num_batched_tokens=max(batches) * prompt, enable_prefix_caching=False,
                     max_model_len=prompt + warm + timed + 16, clock="wall")
     shape = ModelShape.from_hf_config(eng.loaded.config, name=spec)
     nbytes = DTYPE_BYTES[dtype]
@@ -163,11 +165,11 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPE_BYTES))
     p.add_argument("--tiny", action="store_true", help="dry run: the tiny model, few steps")
-    p.add_argument("--prompt", type=int, default=512)
+    p.add_argument("--prompt", type=int, default=None, help="prompt tokens (512; dry run 16)")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     args = p.parse_args(argv)
     spec = "tiny" if args.tiny else f"random:{args.shape}"
-    prompt = 16 if args.tiny else args.prompt
+    prompt = args.prompt or (16 if args.tiny else 512)
     warm, timed = (1, 2) if args.tiny else (3, 7)
     where = (torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device)
     where += " (dry run: times meaningless)" if args.tiny else ""
