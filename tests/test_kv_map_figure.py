@@ -58,9 +58,9 @@ def test_contiguous_waste_is_hatched_and_in_the_title(contiguous):
     per = eng.runner.kv_bytes_per_token
     assert per == 2 * 4 * eng.model.num_layers * eng.model.num_kv_heads * eng.model.head_dim
     mem = f"{drawing.size((slots - tokens) * per)} of {drawing.size(slots * per)}"
-    assert f"{tokens} of {slots} reserved slots hold tokens ({pct}% wasted: {mem})" in \
-        fig.layout.title.text
-    assert f"{drawing.size(per)} a slot in float32" in fig.layout.annotations[0].text
+    head, sub = fig.layout.title.text.split("<br>")
+    assert f"{tokens} of {slots} reserved slots hold tokens ({pct}% wasted)" in head
+    assert f"{drawing.size(per)} a token slot in float32: {mem} reserved is empty" in sub
     assert "contiguous" in fig.layout.title.text and "clock: wall" in fig.layout.title.text
     assert {"holds tokens", WASTE} <= _names(fig) <= {"holds tokens", WASTE, "free"}
 
@@ -207,5 +207,5 @@ def test_a_bfloat16_cache_shows_half_the_bytes_a_slot():
         kv = KVBlockMap(tr)
         kv.cursor = 0
         fig = kv.figure()
-        assert f"{drawing.size(p)} a slot in {dt}" in fig.layout.annotations[0].text
+        assert f"{drawing.size(p)} a token slot in {dt}" in fig.layout.title.text
         assert tr.meta["kv_bytes_per_token"] == p

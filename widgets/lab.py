@@ -136,9 +136,9 @@ class Lab(SavedDisplay, w.VBox):
         self._traces: dict[int, Trace] = {}
         self.runs_view = w.HTML(self.runs.html())
         self.runs_view.add_class("il-lab-runs")
-        cmp_style = {"description_width": "80px"}
-        self.compare_a = w.Dropdown(options=[], description="compare run", layout=w.Layout(width="170px"), style=cmp_style)
-        self.compare_b = w.Dropdown(options=[], description="with run", layout=w.Layout(width="170px"), style=cmp_style)
+        cmp_style = {"description_width": "95px"}     # "compare run" in full, not cut
+        self.compare_a = w.Dropdown(options=[], description="compare run", layout=w.Layout(width="185px"), style=cmp_style)
+        self.compare_b = w.Dropdown(options=[], description="with run", layout=w.Layout(width="185px"), style=cmp_style)
         self.compare_button = w.Button(description="Compare", icon="columns", disabled=True)
         self.compare_button.add_class("il-lab-compare")
         self.compare_button.on_click(lambda _: self.compare(self.compare_a.value, self.compare_b.value))

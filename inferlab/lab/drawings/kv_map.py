@@ -35,20 +35,28 @@ def size(nbytes: float) -> str:
     return f"{nbytes:.0f} B"
 
 
-def waste_title(cells, block_size: int, layout: str,
-                bytes_per_token: int | None = None) -> tuple[int, int, str]:
-    """(tokens held, slots reserved, the title sentence) over the owned blocks; with the
-    engine's ``bytes_per_token`` (K and V, all layers) the waste in memory as well."""
+def waste_title(cells, block_size: int, layout: str) -> tuple[int, int, str]:
+    """(tokens held, slots reserved, the title sentence) over the owned blocks."""
     owned = [c for c in cells if c["owner"] is not None]
     slots = len(owned) * block_size
     tokens = sum(min(c["fill"], block_size) for c in owned)
     if not slots:
         return 0, 0, f"{layout}: no slots reserved"
-    wasted = 1 - tokens / slots
-    mem = (f": {size((slots - tokens) * bytes_per_token)} of "
-           f"{size(slots * bytes_per_token)}" if bytes_per_token else "")
     return tokens, slots, (f"{layout}: {tokens:,} of {slots:,} reserved slots hold tokens "
-                           f"({wasted:.0%} wasted{mem})")
+                           f"({1 - tokens / slots:.0%} wasted)")
+
+
+def memory_note(tokens: int, slots: int, bytes_per_token: int | None,
+                dtype: str | None) -> str:
+    """The waste in memory at the engine's own ``bytes_per_token`` (K and V, all layers):
+    "45 KiB a token slot in float32: 1.2 MiB of 11 MiB reserved is empty"."""
+    if not bytes_per_token:
+        return ""
+    per = f"{size(bytes_per_token)} a token slot" + (f" in {dtype}" if dtype else "")
+    if not slots:
+        return per
+    return (f"{per}: {size((slots - tokens) * bytes_per_token)} of "
+            f"{size(slots * bytes_per_token)} reserved is empty")
 
 
 def _columns(n: int, block_size: int) -> int:
@@ -144,7 +152,7 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
     data: list[dict] = []
     notes = [dict(text=t, x=sum(d) / 2, y=1.0, xref="paper", yref="paper", xanchor="center",
                   yanchor="bottom", showarrow=False, font=dict(size=13))
-             for t, d in zip((_map_title(shown, bs, bytes_per_token, dtype),
+             for t, d in zip((_map_title(shown, bs),
                               _table_title(table)), DOMAINS)]
 
     def add(key, name, color, **kw):
@@ -189,13 +197,17 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
                          showline=False, title=dict(text="first block in row", font=dict(size=10)),
                          tickfont=dict(size=9), anchor="x", domain=[0.0, 1.0])
     axes.update(_block_table(data, table, bs, hatch, used_c, waste_c))
-    tokens, slots, sentence = waste_title(cells, bs, layout, bytes_per_token)
+    tokens, slots, sentence = waste_title(cells, bs, layout)
     # a caller's title that names the layout replaces the sentence's "layout:" head
     head = (f"{title}: {sentence.split(': ', 1)[1]}" if title and layout in title
             else f"{title} · {sentence}" if title else sentence)
     from inferlab.lab import figures   # registers the templates (here: it re-exports kv_map)
-    if clock:                               # as figures.style: every figure
-        head += f"<br><sup>clock: {clock}</sup>"    # names its clock
+    # the second, small line: the clock (as figures.style: every figure names its clock)
+    # and the waste in bytes
+    sub = " · ".join(x for x in (clock and f"clock: {clock}",
+                                 memory_note(tokens, slots, bytes_per_token, dtype)) if x)
+    if sub:
+        head += f"<br><sup>{sub}</sup>"
     return {"data": data, "layout": dict(
         template=figures.TEMPLATE + ("_dark" if dark else ""), title=dict(text=head),
         barmode="overlay", bargap=0, hovermode="closest", annotations=notes,
@@ -248,15 +260,12 @@ def _labels(data, shown, pos, cols, fg) -> None:
     _text(data, "labels", lx, ly, lt, dict(size=9, color=fg), position="top right")
 
 
-def _map_title(shown, bs: int, bytes_per_token: int | None = None,
-               dtype: str | None = None) -> str:
+def _map_title(shown, bs: int) -> str:
     names = sorted({str(c["owner"]) for c in shown if c["owner"] is not None})
     short = _short(names)
     ex = next((nm for nm in names if short[nm] != nm), None)
     who = f"labels: request {ex[:len(ex) - len(short[ex])]}N" if ex else "labels: request id"
-    slot = (f", {size(bytes_per_token)} a slot" + (f" in {dtype}" if dtype else "")
-            if bytes_per_token else "")
-    return f"physical blocks, {bs} token slots each{slot} ({who})"
+    return f"physical blocks, {bs} token slots each ({who})"
 
 
 def _table_title(table) -> str:
