@@ -171,8 +171,10 @@ class VllmPrefixCache(PlotView):
         rows = max([n["row"] for n in nodes] + [0]) + 1
         fig.yaxes(autorange="reversed", showgrid=False, showticklabels=False, ticks="",
                   zeroline=False)
+        depths = [n["depth"] for n in nodes] or [1]
+        # half a block of room each side: the deepest node's marker is never cut at the edge
         fig.xaxes(title=dict(text="blocks from the start of the prompt"), showgrid=False,
-                  dtick=1)
+                  dtick=1, range=[min(depths) - 0.5, max(depths) + 0.5])
         height = min(230 + 18 * rows, 4000)
         # the legend under the axis title, not beside the long title (they ran together)
         fig.update_layout(height=height, showlegend=True, margin=dict(b=95),
