@@ -125,18 +125,18 @@ def _price_panels(fig, p):
                  title="generated / prompt token (x, log)", row=1, col=2)
 
 
-def _capacity_panel(fig, c):
+def _capacity_panel(fig, c, row: int = 2):
     import plotly.graph_objects as go
     lo, sh = c["long"], c["short"]
     xs = [f"{sh['context']}-token requests", f"{lo['context']:,}-token requests"]
     fig.add_trace(go.Bar(x=xs, y=[sh["max_running"], lo["max_running"]],
                          marker_color=palette.SERIES["main"], showlegend=False,
                          text=[f"{sh['max_running']} at once", f"{lo['max_running']} at once"],
-                         textposition="inside"), 2, 1)
+                         textposition="inside"), row, 1)
     fig.add_trace(go.Scatter(x=xs, y=[lo["requests"]] * 2, mode="lines",
                              line=dict(color=palette.INK, dash="dash", width=1.5),
-                             name=f"{lo['requests']} requests waiting"), 2, 1)
-    fig.update_yaxes(title_text="requests", rangemode="tozero", dtick=2, row=2, col=1)
+                             name=f"{lo['requests']} requests waiting"), row, 1)
+    fig.update_yaxes(title_text="requests", rangemode="tozero", dtick=2, row=row, col=1)
 
 
 def memory_bars(m: dict) -> dict:
@@ -154,7 +154,7 @@ def memory_bars(m: dict) -> dict:
                 {**split(p["parts"], 0), "GPU memory left free": p["free"]}}
 
 
-def _memory_panel(fig, m):
+def _memory_panel(fig, m, row: int = 2):
     import plotly.graph_objects as go
     bars = memory_bars(m)
     base = {label: 0.0 for label in bars}
@@ -173,32 +173,35 @@ def _memory_panel(fig, m):
                              offsetgroup="memory", textposition="inside",
                              insidetextanchor="middle",
                              marker=dict(color=color, line=dict(color=palette.MUTED, width=1))),
-                      2, 2)
+                      row, 2)
     fig.update_xaxes(title_text="% of the process's peak (or of the GPU)", range=[0, 100],
-                     row=2, col=2)
-    fig.update_yaxes(autorange="reversed", row=2, col=2)
+                     row=row, col=2)
+    fig.update_yaxes(autorange="reversed", row=row, col=2)
 
 
 def figure(data: dict):
     from plotly.subplots import make_subplots
     s = data["sizes"]
-    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.2, horizontal_spacing=0.14,
-                        specs=[[{}, {}], [{}, {}]], subplot_titles=(
-                            f"cost per token, this machine ({s['prompt_len']}-token prompts)",
-                            "a generated token's cost over a prompt token's",
-                            "the same KV budget, long vs short requests",
-                            "where the memory goes"))
+    # the price row only when the price was measured (a deterministic run has none: no
+    # empty panels then)
+    rows = 2 if "price" in data else 1
+    titles = (f"cost per token, this machine ({s['prompt_len']}-token prompts)",
+              "a generated token's cost over a prompt token's")[:2 * (rows - 1)] + (
+              "the same KV budget, long vs short requests", "where the memory goes")
+    fig = make_subplots(rows=rows, cols=2, vertical_spacing=0.2, horizontal_spacing=0.14,
+                        subplot_titles=titles)
     if "price" in data:
         _price_panels(fig, data["price"])
     if "capacity" in data:
-        _capacity_panel(fig, data["capacity"])
+        _capacity_panel(fig, data["capacity"], rows)
     if "memory" in data:
-        _memory_panel(fig, data["memory"])
-    fig.update_layout(barmode="group", height=820)
+        _memory_panel(fig, data["memory"], rows)
+    fig.update_layout(barmode="group", height=820 if rows == 2 else 480)
     clock = data["price"]["label"] if "price" in data else "none: counts and bytes"
     _kit.style(fig, TITLE, f"{clock}; requests at once: block counts; memory: bytes "
                "resident", left=70)
-    fig.update_xaxes(tickangle=0, row=1, col=2)
+    if rows == 2:
+        fig.update_xaxes(tickangle=0, row=1, col=2)
     return fig
 
 
