@@ -204,14 +204,18 @@ class PlotView(View):
 
     def _draw(self) -> None:
         """Show ``_spec()`` in the FigureWidget (in place: only what changed is sent)."""
+        # one draw at a time, under the view's lock (the order every caller already takes
+        # it in): ``plot`` and ``_sent`` change together. Outside it, two threads drawing at
+        # once (the throttle's timer and a live source's flusher, or the constructor's first
+        # draw) could each make a FigureWidget and keep one diffed against the other's spec
         with self._lock:
             new = self._spec()
-        fresh = sync(self.plot, self._sent, new)
-        self._sent = new
-        if fresh is not None:
-            old, self.plot = self.plot, fresh
-            if old is not None:
-                old.close()
+            fresh = sync(self.plot, self._sent, new)
+            self._sent = new
+            if fresh is not None:
+                old, self.plot = self.plot, fresh
+                if old is not None:
+                    old.close()
 
     def figure(self, dark: bool | None = None) -> go.Figure:
         """The one drawing of this view: what the live widget shows (``plot``), in the
