@@ -147,7 +147,8 @@ def _random_model(spec: str, dtype, device: str, seed: int) -> LoadedModel:
             tok = default_tokenizer()
         except ModelLoadError:
             pass
-    model = random_models.build(spec, dtype, device, seed, len(tok) if tok else None)
+    vocab = len(tok) if tok is not None else None
+    model = random_models.build(spec, dtype, device, seed, vocab)
     return LoadedModel(f"{spec} (random weights, seed {seed})", "random", tok, hf_model=model,
                        origin="random")
 
