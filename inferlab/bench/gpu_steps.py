@@ -87,7 +87,7 @@ def decode_times(eng, device, prompts, batch, warm, timed):
     if len(started) < batch:   # the decode steps would then mix contexts (and prefills)
         raise RuntimeError(f"{len(started)} of {batch} prompts prefilled in one step; raise "
                            "max_num_batched_tokens to batch x prompt")
-    ctx0 = len(prompts.last[0]) + 1                      # the first decoded token's context
+    ctx0 = prompts.length + 1                            # the first decoded token's context
     times = []
     for _ in range(warm + timed):
         t, outs = _timed_step(eng, device)
@@ -120,11 +120,9 @@ class Prompts:
     def __init__(self, length: int, vocab: int):
         self.length, self.vocab = length, vocab
         self.g = torch.Generator().manual_seed(1)
-        self.last = None
 
     def __call__(self, batch: int) -> list[list[int]]:
-        self.last = torch.randint(0, self.vocab, (batch, self.length), generator=self.g).tolist()
-        return self.last
+        return torch.randint(0, self.vocab, (batch, self.length), generator=self.g).tolist()
 
 
 def measure(spec: str, device: str, dtype: str, prompt: int, batches, warm: int, timed: int,
