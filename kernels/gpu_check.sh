@@ -35,7 +35,11 @@ mkdir -p "$SHIM/inferlab"
 for f in "$ROOT"/inferlab/*; do ln -s "$f" "$SHIM/inferlab/"; done
 ln -s "$ROOT/kernels" "$SHIM/inferlab/kernels"
 [ -d "$ROOT/widgets" ] && ln -s "$ROOT/widgets" "$SHIM/inferlab/widgets"
+ln -s "$ROOT/tests" "$SHIM/tests"
 export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
+# run from the shim: `python -m` puts the working directory first on sys.path, and from the
+# root that is the bare inferlab/ without its kernels (an editable install hides this)
+cd "$SHIM"
 # do not write caches into the tree (the dry run keeps the caller's numba cache: CI has
 # compiled these kernels already, and a cold compile under load would only time it out)
 [ $DRY = 1 ] || export NUMBA_CACHE_DIR="$SHIM/numba-cache"
@@ -45,6 +49,8 @@ if [ $DRY = 1 ]; then echo "dry run: numba's CUDA simulator, tiny shapes"; else
 nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,noheader || status=1; fi
 $PY -c "import torch, numba, numba.cuda as c; print('torch', torch.__version__, '| numba',
 numba.__version__, '| cuda available:', c.is_available(), torch.cuda.is_available())" || status=1
+$PY -c "import inferlab, inferlab.kernels; assert inferlab.kernels.__file__.startswith('$SHIM'), \
+inferlab.kernels.__file__; print('inferlab from the shim:', inferlab.__file__)" || exit 1
 
 echo "== 1. kernel tests (real shapes on the GPU)"
 if $PY -c "import pytest" 2>/dev/null; then
