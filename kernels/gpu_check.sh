@@ -36,6 +36,12 @@ for f in "$ROOT"/inferlab/*; do ln -s "$f" "$SHIM/inferlab/"; done
 ln -s "$ROOT/kernels" "$SHIM/inferlab/kernels"
 [ -d "$ROOT/widgets" ] && ln -s "$ROOT/widgets" "$SHIM/inferlab/widgets"
 ln -s "$ROOT/tests" "$SHIM/tests"
+# numba-cuda 0.68.0 registers np.row_stack, which numpy 2.4 removed (the GPU box has both)
+cat > "$SHIM/sitecustomize.py" <<'PY'
+import numpy
+if not hasattr(numpy, "row_stack"):
+    numpy.row_stack = numpy.vstack
+PY
 export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
 # run from the shim: `python -m` puts the working directory first on sys.path, and from the
 # root that is the bare inferlab/ without its kernels (an editable install hides this)
