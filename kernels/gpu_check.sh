@@ -26,6 +26,8 @@ PY=${PYTHON:-python}
 status=0
 DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1
+STEPS=${GPU_CHECK_STEPS:-1234}          # e.g. GPU_CHECK_STEPS=34: only steps 3 and 4 (a rerun)
+want() { [[ $STEPS == *$1* ]]; }
 SLOW=1                                  # the simulator runs each CUDA thread in Python: more time
 if [ $DRY = 1 ]; then export NUMBA_ENABLE_CUDASIM=1; SLOW=3; fi
 
@@ -58,6 +60,7 @@ numba.__version__, '| cuda available:', c.is_available(), torch.cuda.is_availabl
 $PY -c "import inferlab, inferlab.kernels; assert inferlab.kernels.__file__.startswith('$SHIM'), \
 inferlab.kernels.__file__; print('inferlab from the shim:', inferlab.__file__)" || exit 1
 
+if want 1; then
 echo "== 1. kernel tests (real shapes on the GPU)"
 if $PY -c "import pytest" 2>/dev/null; then
   # (dry run: two of them, to run this invocation through the shim; the test suite runs
@@ -72,17 +75,23 @@ if $PY -c "import pytest" 2>/dev/null; then
 else
   echo "pytest not installed here: step 2 still checks correctness at real shapes"
 fi
+fi
 
+if want 2; then
 echo "== 2. bench_cuda: correctness, bandwidth (fp32, fp16, bf16), launch overhead, SDPA"
 timeout $((120 * SLOW)) $PY -m inferlab.bench.cuda_kernels --peak-tbs 4.8 || status=1
+fi
 
+if want 3; then
 echo "== 3. engine steps of an 8B-shaped model in bf16 vs transformers and the H200 profile"
 if [ $DRY = 1 ]; then   # a tiny shape on the CPU: every step of the script, numbers meaningless
   timeout 240 $PY -m inferlab.bench.gpu_steps --tiny --device cpu || status=1
 else
   timeout 180 $PY -m inferlab.bench.gpu_steps --shape llama-3-8b --gpu H200 || status=1
 fi
+fi
 
+if want 4; then
 echo "== 4. engine tokens/s, random-weight SmolLM2-shaped model, batch 1 and 64"
 # The SmolLM2 GGUF cannot travel to the GPU box: random weights of the same shape, token ids.
 if [ $DRY = 1 ]; then   # the same command on the CPU, tiny: it must run, its numbers don't matter
@@ -92,6 +101,7 @@ if [ $DRY = 1 ]; then   # the same command on the CPU, tiny: it must run, its nu
 else
   timeout 90 $PY -m inferlab.bench engine --device cuda --model tiny-smollm2 --requests 64 \
       --repeats 3 || status=1
+fi
 fi
 
 echo "== gpu_check exit status: $status"

@@ -93,7 +93,9 @@ def test_tiny_prefill_logits_match(linear):
                     "kernels are checked in the CUDA simulator by tests/test_kernels_cudasim.py)")
 @pytest.mark.parametrize("backend", ["numba-cuda", "reference"])
 def test_tiny_greedy_matches_transformers_on_gpu(backend):
-    eng = il.Engine("tiny", device="cuda", block_size=16, num_blocks=256, attention_backend=backend)
+    # tiny-d32: the numba-CUDA kernels take head_dim 32..128 ("tiny" has 16)
+    eng = il.Engine("tiny-d32", device="cuda", block_size=16, num_blocks=256,
+                    attention_backend=backend)
     outs = eng.generate([[5, 6, 7, 8], list(range(100, 150)), [42]],
                         il.SamplingParams(max_tokens=16, ignore_eos=True), use_tqdm=False)
     for o in outs:

@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import copy
 import os
 import statistics
 import time
@@ -73,7 +74,10 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
              "transformers padded x32": hf_padded(prompts)}
     try:
         from transformers import AutoModelForCausalLM
-        hf_cb.model = AutoModelForCausalLM.from_config(hf.config, attn_implementation="paged|sdpa")
+        # a copy of the config: newer transformers set the attention implementation on the
+        # config object given, which would turn the padded model's plain forward paged too
+        hf_cb.model = AutoModelForCausalLM.from_config(copy.deepcopy(hf.config),
+                                                       attn_implementation="paged|sdpa")
         hf_cb.model.load_state_dict(hf.state_dict())
         hf_cb.model.to(dev).eval()
         paths["transformers generate_batch"] = hf_cb

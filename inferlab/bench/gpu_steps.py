@@ -130,9 +130,12 @@ def measure(spec: str, device: str, dtype: str, prompt: int, batches, warm: int,
     """The model's shape, and rows of (step, engine s, transformers s, predicted s, bound)."""
     import inferlab as il
     gpu = get_gpu(gpu_name)
+    max_len, block = prompt + warm + timed + 16, 16
+    # KV blocks for the largest batch at full length (the default budget fits only a few)
     eng = il.Engine(spec, device=device, dtype=dtype, max_num_seqs=max(batches),
                     max_num_batched_tokens=max(batches) * prompt, enable_prefix_caching=False,
-                    max_model_len=prompt + warm + timed + 16, clock="wall")
+                    max_model_len=max_len, block_size=block,
+                    num_blocks=max(batches) * -(-max_len // block) + 1, clock="wall")
     shape = ModelShape.from_hf_config(eng.loaded.config, name=spec)
     nbytes = DTYPE_BYTES[dtype]
     prompts = Prompts(prompt, shape.vocab_size)
