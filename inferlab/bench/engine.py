@@ -65,7 +65,9 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
 
     def hf_cb():
         cb_model = hf_cb.model
-        with torch.inference_mode():
+        # no_grad, not inference_mode: generate_batch updates its tensors from a worker
+        # thread, where inference tensors made on this thread may not be changed in place
+        with torch.no_grad():
             res = cb_model.generate_batch(prompts, generation_config=gc, progress_bar=False)
         assert len(res) == num_requests
 

@@ -98,6 +98,34 @@ def decode_times(eng, device, prompts, batch, warm, timed):
     return times[warm:], ctx0 + warm, ctx0 + warm + timed - 1
 
 
+def host_overhead(eng, device, prompts, n=2000):
+    """(host microseconds per tiny torch op, GPU kernels in one engine decode step at batch 1):
+    a step that launches k kernels cannot take less than k times the host's launch cost."""
+    import inferlab as il
+    from torch.profiler import ProfilerActivity, profile
+    x = torch.zeros(1, device=device)
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        x.add_(1)
+    _sync(device)
+    per_op = (time.perf_counter() - t0) / n * 1e6
+    if not device.startswith("cuda"):
+        return per_op, None
+    rid = eng.add_request(prompts(1)[0], il.SamplingParams(max_tokens=4, ignore_eos=True))
+    eng.step()                                            # the prefill
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            eng.step()
+            _sync(device)
+        kernels = sum(1 for e in prof.events() if e.device_type.name == "CUDA")
+    except Exception as e:  # noqa: BLE001 - the timings above stand without this count
+        print(f"  (no kernel count: {type(e).__name__}: {e})")
+        kernels = None
+    eng.abort(rid)
+    return per_op, kernels
+
+
 def hf_times(model, device, prompts, batches, warm, timed):
     """The same steps through transformers' forward: {"prefill": [s], batch: [s]}."""
     run, res = Stepper(model, device), {}
@@ -156,6 +184,7 @@ def measure(spec: str, device: str, dtype: str, prompt: int, batches, warm: int,
             chunks = [[(1, c)] * batch for c in range(c0, c1 + 1)]
             rows.append(row(f"decode batch {batch}, context {c0}-{c1}", chunks, times,
                             hf[batch]))
+        measure.overhead = host_overhead(eng, device, prompts)
     return shape, rows
 
 
@@ -192,6 +221,10 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"| {r['step']} | {r['engine'] * 1e3:.2f} | {r['hf'] * 1e3:.2f} | "
               f"{r['predicted'] * 1e3:.2f} | {r['bound']} | {r['engine'] / r['predicted']:.2f} |")
+    per_op, kernels = measure.overhead
+    print(f"  host: {per_op:.1f} us per tiny torch op (x.add_ on {args.device}, 2000 in a row)"
+          + (f"; one engine decode step at batch 1 runs {kernels} GPU operations (kernels, copies): at least "
+             f"{per_op * kernels / 1e3:.1f} ms of launches at that cost" if kernels else ""))
     return 0
 
 
