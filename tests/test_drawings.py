@@ -161,6 +161,22 @@ def test_comparison_figure_ratio_colours_and_axes(runs):
     assert fig.layout.height - m.t - m.b >= 300
 
 
+def test_comparison_scrubbed_inside_one_step_still_moves(runs):
+    """Two scrubber times inside one step cut the same steps; the figure must still change
+    (a scrub that draws nothing new left the browser test waiting: CI, 2026-12-04)."""
+    sides = [("static", runs["static"]), ("continuous", runs["continuous"])]
+    tr = runs["static"]
+    rec = tr.records[2]
+    a, b = [(rec.t_start - tr.t0) + (rec.t_end - rec.t_start) * w for w in (0.25, 0.75)]
+    fa, fb = (comparison.spec(sides, upto=t) for t in (a, b))
+    assert fa["data"] == fb["data"]                       # the same steps ended by then
+    assert fa != fb
+    lines = [sh for sh in fb["layout"]["shapes"] if sh["type"] == "line"]
+    f, _ = timeline.time_unit(max(t.records[-1].t_end - t.t0 for _, t in sides))
+    assert len(lines) == 2 and all(sh["x0"] == pytest.approx(b * f) for sh in lines)
+    assert "shapes" not in comparison.spec(sides)          # the whole run: no scrubber line
+
+
 def test_policy_colour_by_name_not_position():
     assert comparison.policy_colour("continuous", 0) == palette.POLICY["continuous"]
     assert comparison.policy_colour("static (wall)", 1) == palette.POLICY["static"]

@@ -116,15 +116,18 @@ class Throttle:
         self.count = 0
 
     def __call__(self) -> None:
-        wait = self._last + self._gap - time.monotonic()
-        if wait <= 0:
-            self._run()
-        elif self._timer is not None:
-            self._again = True          # drawn again after the pending one
-        else:
-            self._timer = threading.Timer(wait, self._later)
-            self._timer.daemon = True
-            self._timer.start()
+        # under the lock: a call between the pending timer's draw and its clearing ``_timer``
+        # would set ``_again`` after it was read, and the last state would never be drawn
+        with self._lock:
+            wait = self._last + self._gap - time.monotonic()
+            if wait <= 0:
+                self._run()
+            elif self._timer is not None:
+                self._again = True          # drawn again after the pending one
+            else:
+                self._timer = threading.Timer(wait, self._later)
+                self._timer.daemon = True
+                self._timer.start()
 
     def _later(self) -> None:
         with self._lock:

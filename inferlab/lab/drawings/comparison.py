@@ -163,8 +163,9 @@ def spec(sides, title: str = "Batching comparison", clock: str | None = None,
          seats: int | None = None, dark: bool = False, upto: float | None = None) -> dict:
     """``sides``: (label, Trace) pairs, the first the baseline the ratios are taken against;
     ``seats``: the batch limit (max_num_seqs) when the traces do not say; ``upto``: only the
-    steps ended by then (seconds from each trace's t0: the view's scrubber). A plain dict
-    (``spec.Spec``)."""
+    steps ended by then (seconds from each trace's t0: the view's scrubber), and a dotted
+    line there (every scrubber position draws something new, even inside one long step).
+    A plain dict (``spec.Spec``)."""
     labels = [lab for lab, _ in sides]
     plans = [seat_plan(tr, seats, upto) for _, tr in sides]
     colours = [policy_colour(lab, i) for i, lab in enumerate(labels)]
@@ -195,6 +196,12 @@ def spec(sides, title: str = "Batching comparison", clock: str | None = None,
     for i in range(1, k):
         time_axis(fig, unit, span * f, row=i, col=1)
     fig.xaxes(title=dict(text=f"time ({unit})", standoff=6), row=k, col=1)
+    if upto is not None and upto < span:       # scrubbing: where the scrubber cuts the runs
+        for i in range(1, k + 1):
+            fig.layout.setdefault("shapes", []).append(dict(
+                type="line", x0=upto * f, x1=upto * f, y0=0, y1=1, layer="above",
+                xref=f"x{fig.ref(i, 1)}", yref=f"y{fig.ref(i, 1)} domain",
+                line=dict(width=1.5, dash="dot", color=ink(dark))))
     fig.update_layout(height=height, barmode="overlay", uniformtext=dict(minsize=8, mode="hide"),
                       legend=dict(orientation="h", x=0, xanchor="left", y=-62 / plot_px,
                                   yanchor="top", traceorder="normal", itemsizing="constant"),
