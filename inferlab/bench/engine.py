@@ -73,7 +73,7 @@ def bench_engine(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, model
 
     paths = {"inferlab engine": through(eng),
              f"inferlab, linear_backend={other_linear}": through(ref),
-             "transformers padded x32": hf_padded(prompts)}
+             f"transformers padded x{num_requests}": hf_padded(prompts)}
     try:
         from transformers import AutoModelForCausalLM
         # a copy of the config: newer transformers set the attention implementation on the
