@@ -10,6 +10,7 @@ from inferlab.observe.trace import Trace
 from inferlab.widgets import (BatchingComparison, KVBlockMap, Lab, SchedulerTimeline,
                               TokenStream)
 from inferlab.widgets._base import wait_until
+from inferlab.widgets._plot import same
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,22 @@ def test_closed_front_end_does_not_block(eng):
     v.close()                       # no comm any more
     eng.generate(["hello"], il.SamplingParams(max_tokens=3), use_tqdm=False)
     assert v._unsub is None
+
+
+def test_a_page_missing_traces_gets_a_fresh_plot(trace):
+    """The page asks for a fresh FigureWidget when its plot lacks the kernel's traces
+    (plotly's front end drops updates that come before its code has loaded): the new one
+    holds the whole figure from its opening state, the old one is closed a moment later."""
+    tl = SchedulerTimeline(trace)
+    old = tl.plot
+    assert tl.plot_traces == len(old.data) > 0
+    tl._on_page_msg(None, {"event": "other"}, [])
+    assert tl.plot is old
+    tl._on_page_msg(None, {"event": "resync"}, [])
+    assert tl.plot is not old and tl.resyncs == 1
+    assert same(tl.plot, tl.figure()) and same(old, tl.figure())
+    assert wait_until(lambda: old.comm is None, timeout=20)
+    tl.close()
 
 
 def test_replay_and_scrub(trace):

@@ -166,6 +166,9 @@ class PlotView(View):
     is ``go.Figure(self._spec(dark))``: the export is what the live widget shows."""
     dark = t.Bool(False).tag(sync=True)              # the page's theme (the JS sets it)
     plot = t.Instance(go.FigureWidget, allow_none=True).tag(sync=True, **widget_serialization)
+    # the traces ``plot`` shows: the page compares its plot with it and asks for a fresh
+    # widget when they differ (``_on_page_msg``)
+    plot_traces = t.Int(0).tag(sync=True)
     redraw_on: tuple = ("dark",)                     # traits whose change redraws
     # redraws a second at most, and the share of the time they may take: the Lab shows three
     # plots, and the engine and the notebook's own clicks share the kernel with them
@@ -173,11 +176,30 @@ class PlotView(View):
 
     def __init__(self, *args, **kwargs):
         self._redraw: Throttle | None = None
+        self.resyncs = 0                              # fresh widgets the page asked for
         self._sent: dict | None = None                # the figure spec the FigureWidget shows
         super().__init__(*args, **kwargs)
         self._redraw = Throttle(self._draw, self.plot_rate, self._lock, self.plot_duty)
         self._draw()
         self.observe(lambda ch: self._changed(), list(self.redraw_on))
+        self.on_msg(self._on_page_msg)
+
+    def _on_page_msg(self, _, content, buffers) -> None:
+        """The page's plot lacks traces the kernel's has: plotly's widget front end drops
+        the updates that reach its model before its code has loaded (a live source can
+        send them in the first second: the live vLLM timeline showed empty axes in 6 of 8
+        runs). A fresh FigureWidget carries the whole figure in its opening state."""
+        if content.get("event") != "resync":
+            return
+        with self._lock:
+            if self._sent is not None:
+                old, self.plot = self.plot, LiveFigure(self._sent)
+                self.resyncs += 1
+                if old is not None:     # once the page has mounted the new one: the old
+                    # one's view, still shown till then, would sync on a closed comm
+                    later = threading.Timer(10.0, old.close)
+                    later.daemon = True
+                    later.start()
 
     def _spec(self, dark: bool | None = None) -> dict:
         raise NotImplementedError
@@ -219,6 +241,7 @@ class PlotView(View):
                 old, self.plot = self.plot, fresh
                 if old is not None:
                     old.close()
+            self.plot_traces = len(new["data"])
 
     def figure(self, dark: bool | None = None) -> go.Figure:
         """The one drawing of this view: what the live widget shows (``plot``), in the

@@ -126,9 +126,29 @@ function ilPlot(model, root, box, marks = []) {
   };
   const mark = () => { since = performance.now(); };
   for (const m of marks) model.on("change:" + m, mark);
-  model.on("change:plot", mount);
-  mount().catch((e) => { box.textContent = `the plot could not be shown (${e})`; });
+  // plotly's widget drops the updates that reach its model before its code has loaded:
+  // a plot showing fewer or more traces than the kernel's (plot_traces), a moment after a
+  // draw, asks for a fresh widget (which opens with the whole figure); three times at most
+  let resyncs = 0, checking = null, waiting = false;
+  const check = () => {
+    clearTimeout(checking);
+    checking = setTimeout(() => {
+      const div = view && (view.el.classList.contains("js-plotly-plot") ? view.el
+        : view.el.querySelector(".js-plotly-plot"));
+      if (gone || waiting || resyncs >= 3) return;
+      if (!div || !div.data) { check(); return; }          // not drawn yet: look again
+      if (div.data.length !== model.get("plot_traces")) {
+        // (answered when the kernel is free: a cell still running holds it)
+        resyncs += 1;
+        waiting = true;
+        model.send({ event: "resync" });
+      }
+    }, 1500);
+  };
+  model.on("change:plot_traces", check);
+  model.on("change:plot", () => { waiting = false; mount().then(check); });
+  mount().then(check).catch((e) => { box.textContent = `the plot could not be shown (${e})`; });
   theme();
   const offTheme = ilOnThemeChange(theme);
-  return () => { gone = true; watch.disconnect(); sized.disconnect(); offTheme(); if (view) view.remove(); };
+  return () => { gone = true; clearTimeout(checking); watch.disconnect(); sized.disconnect(); offTheme(); if (view) view.remove(); };
 }
