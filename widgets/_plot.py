@@ -43,6 +43,13 @@ class LiveFigure(go.FigureWidget):
     _js2py_traceDeltas = t.Dict(allow_none=True)
     _js2py_layoutDelta = t.Dict(allow_none=True)
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # plotly's anywidget view sizes the plot once, to its box then (700 px when the
+        # box was not laid out yet), and never again: responsive plots follow the window's
+        # resize events, which the view's JS sends when its box changes (ilPlot)
+        self._config = {**self._config, "responsive": True}
+
 
 def _changes(old: dict, new: dict) -> dict:
     diff = {k: v for k, v in new.items() if old.get(k) != v}

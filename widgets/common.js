@@ -114,7 +114,7 @@ function ilPlot(model, root, box, marks = []) {
   let width = 0;
   const sized = new ResizeObserver(() => {
     const w = box.clientWidth;
-    if (view && w !== width && typeof view.autosizeFigure === "function") view.autosizeFigure();
+    if (view && w !== width && w > 0) window.dispatchEvent(new Event("resize"));
     width = w;
   });
   sized.observe(box);
@@ -137,6 +137,11 @@ function ilPlot(model, root, box, marks = []) {
         : view.el.querySelector(".js-plotly-plot"));
       if (gone || waiting || resyncs >= 3) return;
       if (!div || !div.data) { check(); return; }          // not drawn yet: look again
+      // a plot drawn before its box was laid out keeps plotly's default 700 px
+      // (plotly's widget view resizes its plot on the window's resize event)
+      const full = div._fullLayout;
+      if (full && Math.abs(full.width - box.clientWidth) > 2 &&
+          box.clientWidth > 0) window.dispatchEvent(new Event("resize"));
       if (div.data.length !== model.get("plot_traces")) {
         // (answered when the kernel is free: a cell still running holds it)
         resyncs += 1;
