@@ -73,7 +73,7 @@ def test_closed_front_end_does_not_block(eng):
 
 def test_a_page_missing_traces_gets_a_fresh_plot(trace):
     """The page asks for a fresh FigureWidget when its plot lacks the kernel's traces
-    (plotly's front end drops updates that come before its code has loaded): the new one
+    (plotly's front end can miss a plot's first updates): the new one
     holds the whole figure from its opening state, the old one is closed a moment later."""
     tl = SchedulerTimeline(trace)
     old = tl.plot

@@ -192,10 +192,11 @@ class PlotView(View):
         self.on_msg(self._on_page_msg)
 
     def _on_page_msg(self, _, content, buffers) -> None:
-        """The page's plot lacks traces the kernel's has: plotly's widget front end drops
-        the updates that reach its model before its code has loaded (a live source can
-        send them in the first second: the live vLLM timeline showed empty axes in 6 of 8
-        runs). A fresh FigureWidget carries the whole figure in its opening state."""
+        """The page's plot lacks traces the kernel's has: plotly's widget front end can miss
+        a plot's first updates (seen: the live vLLM timeline, fed from its first second,
+        showed empty axes in most runs of notebook 12; the likeliest cause, updates that
+        arrive before plotly's code has loaded, is not pinned down). A fresh FigureWidget
+        carries the whole figure in its opening state."""
         if content.get("event") != "resync":
             return
         with self._lock:

@@ -126,7 +126,7 @@ function ilPlot(model, root, box, marks = []) {
   };
   const mark = () => { since = performance.now(); };
   for (const m of marks) model.on("change:" + m, mark);
-  // plotly's widget drops the updates that reach its model before its code has loaded:
+  // plotly's widget can miss a plot's first updates (_plot.py, PlotView._on_page_msg):
   // a plot showing fewer or more traces than the kernel's (plot_traces), a moment after a
   // draw, asks for a fresh widget (which opens with the whole figure); three times at most
   let resyncs = 0, checking = null, waiting = false;
