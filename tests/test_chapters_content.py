@@ -235,4 +235,6 @@ def test_ch14_every_user_of_the_burst_is_answered_and_the_engine_ends_idle(ch14)
 def test_ch14_figure_leaves_the_burst_out_when_deterministic(ch14):
     from inferlab.lab.chapters import ch14_own_traffic as ch
     assert len(ch.figure(ch14).data) == 5
-    assert len(ch.figure({**ch14, "burst": None}).data) == 3
+    alone = ch.figure({**ch14, "burst": None})
+    assert len(alone.data) == 3 and "xaxis2" not in alone.to_dict()["layout"]
+    assert "burst" in alone.layout.title.text and "left out" in alone.layout.title.text

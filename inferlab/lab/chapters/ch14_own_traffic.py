@@ -261,15 +261,13 @@ def figure(data: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
     rounds, b = data["agent"]["rounds"], data.get("burst")
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=(
-        "agent loop: each round re-sends the conversation",
-        "burst: each user's wait and stream (client side)" if b else
-        "burst: left out"))
-    if not b:       # the note in the empty panel, where the burst would be
-        fig.add_annotation(text="a deterministic run leaves the burst out:<br>its times "
-                                "depend on the machine", x=fig.layout.annotations[1].x,
-                           y=0.5, xref="paper", yref="paper", xanchor="center",
-                           showarrow=False, font=dict(size=13))
+    # without the burst (a deterministic run), the agent's panel alone: an empty panel
+    # beside it would only hold a note, which the clock line says instead
+    titles = ["agent loop: each round re-sends the conversation"]
+    if b:
+        titles.append("burst: each user's wait and stream (client side)")
+    fig = make_subplots(rows=1, cols=len(titles), horizontal_spacing=0.14,
+                        subplot_titles=titles)
     x = [f"round {r['round']}" for r in rounds]
     # the prompt's two parts stacked in one bar (offsetgroup), the answer beside it
     fig.add_trace(go.Bar(x=x, y=[r["cached"] for r in rounds], offsetgroup="prompt",
@@ -300,7 +298,8 @@ def figure(data: dict):
         fig.update_yaxes(autorange="reversed", row=1, col=2)
     fig.update_layout(barmode="group", height=480)
     clock = ("token counts from the engine; times: wall clock, this machine, one run"
-             if b else "token counts from the engine (deterministic)")
+             if b else "token counts from the engine (deterministic: the burst, whose "
+             "times depend on the machine, left out)")
     return _kit.style(fig, f"{TITLE} ({data['model']})", clock)
 
 
