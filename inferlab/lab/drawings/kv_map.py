@@ -211,9 +211,10 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
     return {"data": data, "layout": dict(
         template=figures.TEMPLATE + ("_dark" if dark else ""), title=dict(text=head),
         barmode="overlay", bargap=0, hovermode="closest", annotations=notes,
-        legend=dict(orientation="h", y=-0.02, yanchor="top", x=0, xanchor="left",
+        # the legend under the block table's slot numbers (at -0.02 it sat on them)
+        legend=dict(orientation="h", y=-0.07, yanchor="top", x=0, xanchor="left",
                     traceorder="normal"),
-        margin=dict(l=55, r=15, t=70, b=40),
+        margin=dict(l=55, r=15, t=70, b=60),
         height=max(450, 170 + 24 * span),     # rows tall enough for their labels (live)
         **axes)}
 
