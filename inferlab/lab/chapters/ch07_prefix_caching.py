@@ -154,6 +154,7 @@ def figure(data: dict):
     tog = [data["together"][k] for k in ("after", "ahead")]
     fig.add_trace(go.Bar(x=[t["index"] for t in tog], y=[t["computed_tokens"] for t in tog],
                          text=[f"{t['computed_tokens']:,} of {t['prompt_tokens']:,}" for t in tog],
+                         textangle=0,      # level: plotly turned the tall bar's label upright
                          marker=dict(color=colors["cached"], line=edge["cached"]),
                          showlegend=False), row=1, col=4)
     fig.update_xaxes(title_text="blocks indexed", row=1, col=4)
