@@ -137,8 +137,8 @@ function ilPlot(model, root, box, marks = []) {
         : view.el.querySelector(".js-plotly-plot"));
       if (gone || waiting || resyncs >= 3) return;
       if (!div || !div.data) { check(); return; }          // not drawn yet: look again
-      // a plot drawn before its box was laid out keeps plotly's default 700 px
-      // (plotly's widget view resizes its plot on the window's resize event)
+      // a plot drawn before its box was laid out keeps plotly's default 700 px (plotly.js
+      // resizes a responsive plot, LiveFigure's config, on the window's resize event)
       const full = div._fullLayout;
       if (full && Math.abs(full.width - box.clientWidth) > 2 &&
           box.clientWidth > 0) window.dispatchEvent(new Event("resize"));

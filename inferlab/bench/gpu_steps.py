@@ -99,8 +99,9 @@ def decode_times(eng, device, prompts, batch, warm, timed):
 
 
 def host_overhead(eng, device, prompts, n=2000):
-    """(host microseconds per tiny torch op, GPU kernels in one engine decode step at batch 1):
-    a step that launches k kernels cannot take less than k times the host's launch cost."""
+    """(host microseconds per tiny torch op, and on a GPU (GPU operations, GPU busy ms, wall
+    ms) of one profiled engine decode step at batch 1, else None): a step that launches k
+    kernels cannot take less than k times the host's launch cost."""
     import inferlab as il
     from torch.profiler import ProfilerActivity, profile
     x = torch.zeros(1, device=device)
@@ -163,8 +164,9 @@ class Prompts:
 
 
 def measure(spec: str, device: str, dtype: str, prompt: int, batches, warm: int, timed: int,
-            gpu_name: str) -> tuple[ModelShape, list[dict]]:
-    """The model's shape, and rows of (step, engine s, transformers s, predicted s, bound)."""
+            gpu_name: str) -> tuple[ModelShape, list[dict], tuple]:
+    """The model's shape, rows of (step, engine s, transformers s, predicted s, bound), and
+    the host's overhead (``host_overhead``)."""
     import inferlab as il
     gpu = get_gpu(gpu_name)
     max_len, block = prompt + warm + timed + 16, 16
@@ -193,8 +195,8 @@ def measure(spec: str, device: str, dtype: str, prompt: int, batches, warm: int,
             chunks = [[(1, c)] * batch for c in range(c0, c1 + 1)]
             rows.append(row(f"decode batch {batch}, context {c0}-{c1}", chunks, times,
                             hf[batch]))
-        measure.overhead = host_overhead(eng, device, prompts)
-    return shape, rows
+        overhead = host_overhead(eng, device, prompts)
+    return shape, rows, overhead
 
 
 def main(argv=None) -> int:
@@ -213,8 +215,8 @@ def main(argv=None) -> int:
     where = (torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device)
     where += " (dry run: times meaningless)" if args.tiny else ""
     t0 = time.perf_counter()
-    shape, rows = measure(spec, args.device, args.dtype, prompt, args.batches, warm, timed,
-                          args.gpu)
+    shape, rows, (per_op, kernels) = measure(spec, args.device, args.dtype, prompt,
+                                             args.batches, warm, timed, args.gpu)
     print(f"## {spec}: hidden {shape.hidden_size}, {shape.num_layers} layers, "
           f"{shape.num_heads}/{shape.num_kv_heads} heads x {shape.head_dim}, intermediate "
           f"{shape.intermediate_size}, vocab {shape.vocab_size}; random weights, {args.dtype}, "
@@ -230,7 +232,6 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"| {r['step']} | {r['engine'] * 1e3:.2f} | {r['hf'] * 1e3:.2f} | "
               f"{r['predicted'] * 1e3:.2f} | {r['bound']} | {r['engine'] / r['predicted']:.2f} |")
-    per_op, kernels = measure.overhead
     print(f"  host: {per_op:.1f} us per tiny torch op (x.add_ on {args.device}, 2000 in a row)")
     if kernels:
         n, busy, wall = kernels
