@@ -93,7 +93,7 @@ def _bench(args) -> int:
         return 0
     if args.what == "gemm":
         from inferlab.bench.gemm import main as bench_gemm
-        _save(args, bench_gemm(repeats=args.repeats + 2))
+        _save(args, bench_gemm(repeats=args.repeats + 2, dtype=args.dtype))
         return 0
     if args.what == "profile":
         from inferlab.bench.profile import main as bench_profile

@@ -12,10 +12,10 @@ float16 and bfloat16 (q and caches of one dtype; half read zero copy, float32 ac
 
 The CPU kernels of the fast forward, numpy float32 in, results written in place (their
 references are the torch ops of ``inferlab.model.llama``):
-``pack_panels`` / ``gemm`` (gemm_cpu.py: a register-tiled GEMM over prepacked weights),
-``gemv`` (gemv_cpu.py), the row kernels ``rms_rows``, ``add_rms_rows``, ``silu_mul``,
-``rotary_write`` (rows_cpu.py), and ``decode_pass`` (decode_cpu.py: one sequence's whole
-one-token forward as one call). numba is imported only when a numba kernel is first used, so
+``pack_panels`` / ``gemm`` (gemm_cpu.py: a register-tiled GEMM over prepacked weights, float32
+or, where the CPU has AVX512-BF16, bfloat16), ``gemv`` (gemv_cpu.py), the row kernels
+``rms_rows``, ``add_rms_rows``, ``silu_mul``, ``rotary_write`` (rows_cpu.py), and
+``decode_pass`` (decode_cpu.py: one sequence's whole one-token forward as one call). numba is imported only when a numba kernel is first used, so
 ``import inferlab.kernels`` stays cheap.
 """
 from __future__ import annotations
@@ -206,15 +206,25 @@ SDPA_MIN_TOKENS = 256       # new tokens of one sequence from which SDPA beats n
 # ---- the CPU kernels of the fast forward (numba, imported on first use) -----------------------
 
 def pack_panels(w):
-    """Weights ``w`` [N, K] float32 packed once for ``gemm``: panels [ceil(N / 32), K, 32]."""
+    """Weights ``w`` [N, K] packed once for ``gemm``: float32 -> panels [ceil(N / 32), K, 32];
+    bfloat16 bits (uint16) -> [ceil(N / 32), K / 2, 64] (see ``bf16_gemm_available``)."""
     from inferlab.kernels import gemm_cpu
     return gemm_cpu.pack(w)
 
 
 def gemm(x, panels, out):
-    """``out[M, N] = x[M, K] @ w.T`` for ``panels = pack_panels(w)``."""
+    """``out[M, N] = x[M, K] @ w.T`` (float32) for ``panels = pack_panels(w)``; ``x`` in the
+    panels' dtype (bfloat16 as its uint16 bits)."""
     from inferlab.kernels import gemm_cpu
     return gemm_cpu.gemm(x, panels, out)
+
+
+def bf16_gemm_available() -> bool:
+    """Whether ``gemm`` takes bfloat16 panels here (AVX512-BF16 and numba compiling for it)."""
+    if importlib.util.find_spec("numba") is None:
+        return False
+    from inferlab.kernels import gemm_cpu
+    return gemm_cpu.bf16_dot_available()
 
 
 def gemv(w, x, y):
@@ -262,5 +272,5 @@ def decode_pass(token, pos, table, weights, k_cache, v_cache, logits) -> None:
 
 __all__ = ["ALL_BACKENDS", "available_backends", "resolve_backend", "write_kv",
            "paged_attention_decode", "paged_attention_prefill", "paged_attention_sdpa",
-           "SDPA_MIN_TOKENS", "pack_panels", "gemm", "gemv", "read_all", "rms_rows", "add_rms_rows",
-           "silu_mul", "rotary_write", "decode_pass"]
+           "SDPA_MIN_TOKENS", "pack_panels", "gemm", "bf16_gemm_available", "gemv", "read_all",
+           "rms_rows", "add_rms_rows", "silu_mul", "rotary_write", "decode_pass"]

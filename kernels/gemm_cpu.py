@@ -15,11 +15,22 @@ idea is the textbook one (a register-tiled micro-kernel over prepacked weights):
 - The driver splits the panels over all cores (``prange``); every panel walks the rows of x
   (in L2 at these sizes) in tiles of 8. A last, partial panel goes through a 32-wide scratch.
 
+bfloat16 (the same driver, the tile specialised on the panels' dtype): the weights' bf16 bits
+(uint16) packed in pairs of k, ``panels[p, i, 2 j + t] = w[32 p + j, 2 i + t]``, so one 32-bit
+lane holds two neighbouring products' weights; x comes as its bf16 bits too. Per k pair the
+tile loads two 64-byte vectors of the panel, broadcasts R pairs of x and issues 2R AVX512-BF16
+dot products (``vdpbf16ps``: two bf16 products added into each fp32 lane), twice the
+multiply-adds of an fp32 FMA per instruction and half the bytes. It runs only where the CPU has
+AVX512-BF16 (``bf16_dot_available``; on any other CPU LLVM cannot emit it, so ``gemm`` refuses
+before compiling), and K must be even.
+
 The readable reference is ``x @ w.T`` (``torch.nn.functional.linear``); the tests compare the
 two, and greedy tokens through this backend against transformers (tests/test_gemm.py,
 tests/test_parity.py).
 """
 from __future__ import annotations
+
+import functools
 
 import llvmlite.ir as ir
 import numpy as np
@@ -32,6 +43,42 @@ from .numba_cpu import LOCK   # also chooses numba's threading layer
 PANEL = 32                                  # output columns per panel: two 16-float vectors
 _VEC = ir.VectorType(ir.FloatType(), 16)
 _I32 = ir.IntType(32)
+
+
+class _BFloat(ir.Type):
+    """LLVM's ``bfloat`` (llvmlite.ir has no class for it): the element of vdpbf16ps' inputs."""
+
+    def _to_string(self):
+        return "bfloat"
+
+    def __eq__(self, other):
+        return isinstance(other, _BFloat)
+
+    def __hash__(self):
+        return hash("bfloat")
+
+
+_BF16X32 = ir.VectorType(_BFloat(), 32)
+
+
+@functools.cache
+def bf16_dot_available() -> bool:
+    """Whether the bfloat16 GEMM can run here: the CPU has AVX512-BF16 and numba's LLVM
+    compiles for it (NUMBA_CPU_FEATURES or NUMBA_CPU_NAME may say otherwise)."""
+    import llvmlite.binding as llvm
+    from numba.core import config
+    try:
+        with open("/proc/cpuinfo") as f:
+            has = any(line.startswith("flags") and " avx512_bf16" in line for line in f)
+    except OSError:
+        has = False
+    if config.CPU_FEATURES is not None:
+        features = config.CPU_FEATURES
+    elif config.CPU_NAME not in (None, "host"):
+        return False
+    else:
+        features = llvm.get_host_cpu_features().flatten()
+    return has and "+avx512bf16" in features.split(",")
 
 
 def _tile_kernel(rows: int):
@@ -48,35 +95,53 @@ def _tile_kernel(rows: int):
             px = context.make_array(arrays[0])(context, builder, x).data
             pp = context.make_array(arrays[3])(context, builder, panels).data
             py = context.make_array(arrays[5])(context, builder, y).data
-            fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(_VEC, [_VEC] * 3), "llvm.fma.v16f32")
+            half = arrays[3].dtype == types.uint16        # bf16 pairs: k runs in twos
+            if half:
+                fma = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(_VEC, [_VEC, _BF16X32, _BF16X32]),
+                    "llvm.x86.avx512bf16.dpbf16ps.512")
+                px = builder.bitcast(px, _I32.as_pointer())  # a pair of x is one 32-bit word
+                wvec = _BF16X32
+            else:
+                fma = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(_VEC, [_VEC] * 3), "llvm.fma.v16f32")
+                wvec = _VEC
+            steps = builder.sdiv(k, ir.Constant(k.type, 2)) if half else k
             zero = ir.Constant(_VEC, [0.0] * 16)
             acc = [[cgutils.alloca_once_value(builder, zero) for _ in range(2)]
                    for _ in range(rows)]                       # promoted to registers by LLVM
             for r in range(rows):
                 for h in range(2):
                     builder.store(zero, acc[r][h])
-            undef = ir.Constant(_VEC, ir.Undefined)
+            lane = _I32 if half else ir.FloatType()
+            undef = ir.Constant(ir.VectorType(lane, 16), ir.Undefined)
             splat = ir.Constant(ir.VectorType(_I32, 16), [0] * 16)
 
             def const(v):
                 return ir.Constant(x_off.type, v)
 
-            def vec_ptr(base, offset):
-                return builder.bitcast(builder.gep(base, [offset]), _VEC.as_pointer())
+            def vec_ptr(base, offset, vec=_VEC):
+                return builder.bitcast(builder.gep(base, [offset]), vec.as_pointer())
 
-            with cgutils.for_range(builder, k) as loop:
-                i = loop.index
-                line = builder.add(p_off, builder.mul(i, const(PANEL)))
-                w = [builder.load(vec_ptr(pp, builder.add(line, const(16 * h))), align=4)
-                     for h in range(2)]
+            with cgutils.for_range(builder, steps) as loop:
+                i = loop.index              # k (float32) or the k pair (bf16: 64 values a line)
+                line = builder.add(p_off, builder.mul(i, const(2 * PANEL if half else PANEL)))
+                w = [builder.load(vec_ptr(pp, builder.add(line, const(32 * h if half else 16 * h)),
+                                          wvec), align=4) for h in range(2)]
                 for r in range(rows):
-                    xi = builder.add(builder.add(x_off, builder.mul(const(r), ldx)), i)
+                    xi = builder.add(builder.add(x_off, builder.mul(const(r), ldx)),
+                                     builder.mul(i, const(2)) if half else i)
+                    if half:            # x's pair (uint16 offsets) as one 32-bit word
+                        xi = builder.sdiv(xi, const(2))
                     xv = builder.insert_element(undef, builder.load(builder.gep(px, [xi])),
                                                 ir.Constant(_I32, 0))
                     xv = builder.shuffle_vector(xv, undef, splat)      # x[r, i] in every lane
+                    if half:
+                        xv = builder.bitcast(xv, _BF16X32)
                     for h in range(2):
-                        builder.store(builder.call(fma, [xv, w[h], builder.load(acc[r][h])]),
+                        builder.store(builder.call(fma, [builder.load(acc[r][h]), xv, w[h]]
+                                                   if half else
+                                                   [xv, w[h], builder.load(acc[r][h])]),
                                       acc[r][h])
             for r in range(rows):
                 row = builder.add(y_off, builder.mul(const(r), ldy))
@@ -129,29 +194,55 @@ def _gemm(x, panels, y):
 
 @njit(cache=True, parallel=True)
 def _pack(w, panels):
+    # panels[p, i // g, g j + i % g] = w[32 p + j, i], g = 1 (float32) or 2 (bf16 pairs)
     n, k = w.shape
+    g = panels.shape[2] // PANEL
     for p in prange(panels.shape[0]):
         for j in range(PANEL):
             r = p * PANEL + j
             for i in range(k):
-                panels[p, i, j] = w[r, i] if r < n else np.float32(0.0)
+                panels[p, i // g, g * j + i % g] = w[r, i] if r < n else 0
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """float32 as it is; bfloat16 bits (uint16) as they are; anything else as float32."""
+    a = np.asarray(a)
+    return np.ascontiguousarray(a, dtype=np.uint16 if a.dtype == np.uint16 else np.float32)
+
+
+def _check_half(k: int):
+    if not bf16_dot_available():
+        raise RuntimeError("the bfloat16 GEMM needs a CPU with AVX512-BF16 (and numba compiling "
+                           "for it); this one has not: use oneDNN (model/linear.py)")
+    if k % 2:
+        raise ValueError(f"the bfloat16 GEMM takes an even K (pairs of k), got K={k}")
 
 
 def pack(w: np.ndarray) -> np.ndarray:
-    """The weights ``w`` [N, K] (float32) as panels [ceil(N / 32), K, 32], zero-padded. Over
-    all cores: 0.07 s for SmolLM2's 0.54 GB where numpy's one-thread copy took 0.5-0.8 s
-    (most of it faulting in the new pages), which every ``Engine()`` pays."""
-    panels = np.empty((-(-w.shape[0] // PANEL), w.shape[1], PANEL), dtype=np.float32)
+    """The weights ``w`` [N, K] as panels: float32 -> [ceil(N / 32), K, 32]; bfloat16 bits
+    (uint16) -> [ceil(N / 32), K / 2, 64], k in pairs; zero-padded past N. Over all cores:
+    0.07 s for SmolLM2's 0.54 GB where numpy's one-thread copy took 0.5-0.8 s (most of it
+    faulting in the new pages), which every ``Engine()`` pays."""
+    w = _bits(w)
+    g = 2 if w.dtype == np.uint16 else 1
+    if g == 2:
+        _check_half(w.shape[1])
+    panels = np.empty((-(-w.shape[0] // PANEL), w.shape[1] // g, PANEL * g), dtype=w.dtype)
     with LOCK:
-        _pack(np.ascontiguousarray(w, dtype=np.float32), panels)
+        _pack(w, panels)
     return panels
 
 
 def gemm(x: np.ndarray, panels: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``out[M, N] = x[M, K] @ w.T`` for ``panels = pack(w)``; float32, C-contiguous."""
-    if x.shape[1] != panels.shape[1] or out.shape[0] != x.shape[0] \
-            or -(-out.shape[1] // PANEL) != panels.shape[0]:
-        raise ValueError(f"gemm: x {x.shape}, panels {panels.shape}, out {out.shape} disagree")
+    """``out[M, N] = x[M, K] @ w.T`` for ``panels = pack(w)``; C-contiguous, ``out`` float32;
+    ``x`` float32 for float32 panels, bfloat16 bits (uint16) for bfloat16 ones."""
+    g = panels.shape[2] // PANEL
+    if x.shape[1] != panels.shape[1] * g or out.shape[0] != x.shape[0] \
+            or -(-out.shape[1] // PANEL) != panels.shape[0] or x.dtype != panels.dtype:
+        raise ValueError(f"gemm: x {x.shape} {x.dtype}, panels {panels.shape} {panels.dtype}, "
+                         f"out {out.shape} disagree")
+    if g == 2:
+        _check_half(x.shape[1])
     with LOCK:                                  # one parallel launch at a time
         _gemm(x, panels, out)
     return out

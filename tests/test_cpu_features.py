@@ -11,15 +11,17 @@ import sys
 
 import pytest
 
+from inferlab.kernels.gemm_cpu import bf16_dot_available
 from inferlab.model.cpu_features import cpu_flags, half_path
 
 NATIVE = {"amx": "amx", "avx512-bf16": "avx512_core_bf16"}    # plan -> oneDNN's kernel name
 
 SCRIPT = r"""
-import json, torch, inferlab as il
+import json, os, torch, inferlab as il
 ids = list(range(40, 90))
 f32 = il.Engine("tiny", num_blocks=16)
-bf16 = il.Engine("tiny", num_blocks=16, dtype="bfloat16")
+bf16 = il.Engine("tiny", num_blocks=16, dtype="bfloat16",
+                 linear_backend=os.environ.get("LINEAR", "auto"))
 ref = f32.runner.prompt_logits(ids)
 ours = bf16.runner.prompt_logits(ids).float()
 print("RESULT " + json.dumps({
@@ -30,8 +32,10 @@ print("RESULT " + json.dumps({
 """
 
 
-def run_capped(cap):
-    env = {**os.environ, "ONEDNN_VERBOSE": "1"}
+def run_capped(cap, linear="onednn-packed", **more):
+    """The script with oneDNN capped at ``cap`` and the bf16 engine on ``linear`` (oneDNN's,
+    unless it cannot run: then auto's choice)."""
+    env = {**os.environ, "ONEDNN_VERBOSE": "1", "LINEAR": linear, **more}
     env.pop("ONEDNN_MAX_CPU_ISA", None)
     if cap:
         env["ONEDNN_MAX_CPU_ISA"] = cap
@@ -51,7 +55,7 @@ def run_capped(cap):
 def test_each_bf16_path_is_what_onednn_runs_and_stays_correct(cap, expect):
     if cap is None and expect not in NATIVE:
         pytest.fail(f"this CPU has no bf16 instructions ({expect}); these machines all do")
-    res, ran = run_capped(cap)
+    res, ran = run_capped(cap, "onednn-packed" if expect != "aten" else "auto")
     assert res["precision"] == f"bfloat16 ({expect})"
     assert res["kv_dtype"] == "torch.bfloat16"
     if expect in NATIVE:
@@ -60,8 +64,8 @@ def test_each_bf16_path_is_what_onednn_runs_and_stays_correct(cap, expect):
     elif expect == "converted":
         assert res["linear"].startswith("onednn") and ran
         assert not any("amx" in x or "avx512_core_bf16" in x for x in ran), ran[:5]
-    else:                                          # oneDNN cannot: torch's own kernels
-        assert res["linear"] == "torch"
+    else:             # oneDNN cannot: the numba bf16 GEMM where the CPU has it, else torch's
+        assert res["linear"] == ("numba" if bf16_dot_available() else "torch")
         assert not any("matmul" in x or "inner_product" in x for x in ran), ran[:5]
     # bf16 keeps 8 bits of mantissa: logits within a few percent of the float32 engine's
     assert res["err"] < 0.05 * max(res["scale"], 1.0), res
@@ -83,3 +87,29 @@ def test_half_path_reads_flags_and_the_cap():
     with pytest.raises(ValueError, match="half-precision"):
         half_path("int8", zen4, "", True)
     assert "avx512f" in cpu_flags() or "avx2" in cpu_flags()
+
+
+def test_without_avx512_bf16_for_numba_auto_takes_onednn_or_torch():
+    """numba compiling for this CPU minus AVX512-BF16 (NUMBA_CPU_FEATURES, numba's own switch)
+    is a CPU the numba bf16 GEMM cannot run on: auto falls back to oneDNN (measured: nothing
+    to measure against), and with oneDNN capped too (AVX2), to torch; tokens still come."""
+    import llvmlite.binding as llvm
+    features = llvm.get_host_cpu_features()
+    features["avx512bf16"] = False
+    no_bf16 = {"NUMBA_CPU_FEATURES": features.flatten()}
+    for cap, expect in ((None, "onednn-packed"), ("AVX2", "torch")):
+        res, _ = run_capped(cap, "auto", **no_bf16)
+        assert res["linear"] == expect, res
+        assert res["err"] < 0.05 * max(res["scale"], 1.0), res
+        assert len(res["tokens"]) == 4
+
+
+def test_the_numba_bf16_gemm_runs_without_onednn():
+    """Forced onto the numba bf16 GEMM (vdpbf16ps), the engine stays within bf16's rounding
+    of the float32 one and never calls oneDNN's matmul."""
+    if not bf16_dot_available():
+        pytest.skip("this CPU has no AVX512-BF16: the numba bf16 GEMM cannot run")
+    res, ran = run_capped(None, "numba")
+    assert res["linear"] == "numba"
+    assert not any("matmul" in x or "inner_product" in x for x in ran), ran[:5]
+    assert res["err"] < 0.05 * max(res["scale"], 1.0), res

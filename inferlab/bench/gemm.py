@@ -10,6 +10,10 @@ C), and each reports the median GFLOP/s of the repeats and their range:
 * ``oneDNN packed``: oneDNN's matmul over weights reordered once for 32 rows (the default
   before it);
 * ``F.linear``: torch's reference (MKL on x86).
+
+``--dtype bfloat16``: the same three in bf16 (weights and rows rounded to bf16, fp32
+accumulation): the numba GEMM's AVX512-BF16 tile where the CPU has it (else the row is left
+out), oneDNN's bf16 matmul (AMX or AVX512-BF16, whichever the CPU has), torch's bf16 linear.
 """
 from __future__ import annotations
 
@@ -21,34 +25,40 @@ SHAPES = ((960, 576), (576, 576), (3072, 576), (576, 1536))     # [out, in] per 
 ROWS = (8, 32, 64, 512, 2048)
 
 
-def main(rows=ROWS, layers: int = 30, repeats: int = 5, out=print) -> dict:
+def main(rows=ROWS, layers: int = 30, repeats: int = 5, out=print,
+         dtype: str = "float32") -> dict:
     """GFLOP/s per path and row count (medians), and numba GEMM / oneDNN packed."""
     import numpy as np
     import torch
 
     from inferlab import kernels
-    from inferlab.model.linear import onednn_linear, onednn_pack
+    from inferlab.model.linear import kernel_array as bits
+    from inferlab.model.linear import numba_runs, onednn_linear, onednn_pack
     if not torch.backends.mkldnn.is_available():
         raise SystemExit("bench gemm compares with oneDNN, which this torch build lacks")
+    dt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    if numba_runs(dt) is not None:
+        raise SystemExit(f"bench gemm --dtype {dtype}: {numba_runs(dt)}")
 
     gen = torch.Generator().manual_seed(0)
-    plain = [[torch.randn(n, k, generator=gen) for n, k in SHAPES] for _ in range(layers)]
-    panels = [[kernels.pack_panels(w.numpy()) for w in ws] for ws in plain]
+    plain = [[torch.randn(n, k, generator=gen).to(dt) for n, k in SHAPES]
+             for _ in range(layers)]
+    panels = [[kernels.pack_panels(bits(w)) for w in ws] for ws in plain]
     dnn = [[onednn_pack(w) for w in ws] for ws in plain]
-    out(f"{layers} layers x {len(SHAPES)} GEMMs (SmolLM2-135M's), fp32, "
+    out(f"{layers} layers x {len(SHAPES)} GEMMs (SmolLM2-135M's), {dtype}, "
         f"{torch.get_num_threads()} threads, median of {repeats} after a warm-up, paths "
         f"alternated; load {os.getloadavg()[0]:.2f}")
     out(f"{'rows':>5}  {'numba GEMM':>20}  {'oneDNN packed':>20}  {'F.linear':>20}  numba/oneDNN")
     results = {}
     for m in rows:
         n_layers = max(2, min(layers, 16384 // m))         # big row counts: fewer layers
-        xs = {k: torch.randn(m, k, generator=gen) for k in (576, 1536)}
+        xs = {k: torch.randn(m, k, generator=gen).to(dt) for k in (576, 1536)}
         ys = {n: np.empty((m, n), dtype=np.float32) for n, _ in SHAPES}
 
         def numba_gemm():
             for ws in panels[:n_layers]:
                 for (n, k), w in zip(SHAPES, ws):
-                    kernels.gemm(xs[k].numpy(), w, ys[n])
+                    kernels.gemm(bits(xs[k]), w, ys[n])
 
         def onednn():
             for ws in dnn[:n_layers]:

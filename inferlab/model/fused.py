@@ -31,6 +31,7 @@ import torch
 
 from inferlab import kernels
 
+from .linear import kernel_array as _array
 from .llama import NO_TIMER, AttentionMetadata, LlamaForward, attention
 
 
@@ -47,12 +48,6 @@ def attention_for(meta: AttentionMetadata):
 def _sdpa(q, k_cache, v_cache, meta: AttentionMetadata, scale: float):
     return kernels.paged_attention_sdpa(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
                                         meta.query_start_loc, scale)
-
-
-def _array(t: torch.Tensor):
-    """A numpy view of a CPU tensor: bfloat16 as its uint16 bits (numpy has no bfloat16)."""
-    t = t.detach().contiguous()
-    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
 
 
 def pass_weights(m: LlamaForward) -> tuple:
@@ -107,8 +102,7 @@ class FusedForward:
         layers = m.layers
         _, in_norm, _, _, _, post_norm, _, _, final_norm = self._pass_weights[:9]
 
-        def linear(a, w, b=None):       # a bf16 model's GEMMs in bf16, the rows float32
-            return m.linear(a.to(m.dtype), w, b).float()
+        linear = m.linear.float_out     # a bf16 model's GEMMs in bf16, the rows float32
         x = m.embed[input_ids].float()                                 # [T, hidden], ours
         freqs = positions.float()[:, None] * m.inv_freq[None, :].float()   # [T, D/2]
         cos = (freqs.cos() * m.rope_scaling).numpy()

@@ -11,18 +11,22 @@ these (BENCHMARKS.md, section "Speed").
   as large as the weights: +0.54 GB for SmolLM2 in fp32); ~2-2.6x faster at 1-32 rows.
 * ``"numba"``: the weights also copied once into 32-column panels (as large as the weights)
   for a numba GEMM (``inferlab.kernels.gemm``): ~1.2-1.6x oneDNN's packed GEMM at 8-64 rows
-  here, level with it at 2048; single rows through the numba GEMV (``kernels.gemv``).
+  here, level with it at 2048; single rows through the numba GEMV (``kernels.gemv``). In
+  bfloat16 (CPUs with AVX512-BF16) the panels hold bf16 pairs and the GEMM multiplies with
+  ``vdpbf16ps``: 1.2-1.5x oneDNN's packed bf16 GEMM at 8-64 rows on Zen 4.
 * ``"numba+onednn"``, ``"numba+onednn-packed"``: a single row (one sequence decoding: the
   token stream a reader watches) through a numba GEMV that streams the plain fp32 weights
   over all cores (~1.6x oneDNN's packed GEMV here); more rows as the oneDNN backend named.
   With these backends and numba attention the runner picks the fast forward
   (model/fused.py): one sequence decoding as a single numba call over all layers, more rows
   with the small ops between the GEMMs in numba kernels.
-* ``"auto"``: ``numba`` when the packed copy fits comfortably in free memory (less than a
-  third of it), else ``numba+onednn``; ``torch`` where oneDNN cannot run (GPU,
-  other dtypes, bfloat16 where oneDNN cannot run it: no AVX512); without numba, the oneDNN
-  backend alone. In bfloat16, oneDNN uses AMX or AVX512-BF16 where the CPU has them
-  (model/cpu_features.py).
+* ``"auto"`` (model/linear_choice.py ``resolve``): ``numba`` when the packed copy fits
+  comfortably in free memory (less than a third of it), else ``numba+onednn``; ``torch``
+  where oneDNN cannot run (GPU, other dtypes, bfloat16 where oneDNN cannot run it: no
+  AVX512); without numba, the oneDNN backend alone. In bfloat16, oneDNN uses AMX or
+  AVX512-BF16 where the CPU has them (model/cpu_features.py) and the numba GEMM AVX512-BF16
+  dot products (kernels/gemm_cpu.py); where both can run, ``auto`` takes the faster one
+  measured on this CPU (model/linear_choice.py), not a rule.
 
 Outputs agree with the reference to float32 rounding (summation order differs, ~1e-4
 absolute on these layers); greedy tokens are checked against transformers and vLLM by the
@@ -50,12 +54,11 @@ def unavailable(name: str, device: str, dtype) -> str | None:
     if not str(device).startswith("cpu"):
         return f"the {name} linear backend runs on the CPU only (the model is on {device})"
     if name.startswith("numba"):
-        if dtype != torch.float32:
-            return f"the numba GEMV and GEMM take float32 weights, not {dtype}"
-        if importlib.util.find_spec("numba") is None:
-            return "numba is not installed"
-        if name == "numba":
-            return None
+        if dtype == torch.bfloat16 and name != "numba":
+            return "the numba GEMV takes float32 weights (in bfloat16: linear_backend='numba')"
+        why = numba_runs(dtype)
+        if why is not None or name == "numba":
+            return why
     if dtype not in (torch.float32, torch.bfloat16):
         return f"oneDNN linear here takes float32 or bfloat16 weights, not {dtype}"
     if not torch.backends.mkldnn.is_available():
@@ -66,20 +69,24 @@ def unavailable(name: str, device: str, dtype) -> str | None:
     return None
 
 
-def resolve(name: str, device: str, dtype, weight_bytes: int, free_bytes: int) -> str:
-    """The concrete backend for ``name``, or ValueError naming why it cannot run."""
-    if name == "auto":
-        fits = 3 * weight_bytes < free_bytes
-        for choice in ("numba" if fits else "numba+onednn", "onednn-packed" if fits else "onednn"):
-            if unavailable(choice, device, dtype) is None:
-                return choice
-        return "torch"
-    if name not in LINEAR_BACKENDS:
-        raise ValueError(f"linear backend must be 'auto' or one of {LINEAR_BACKENDS}; got {name!r}")
-    why = unavailable(name, device, dtype)
-    if why is not None:
-        raise ValueError(f"linear backend {name!r} is not available: {why}")
-    return name
+def numba_runs(dtype) -> str | None:
+    """Why the numba GEMM cannot take ``dtype`` weights here, or None when it can: float32
+    anywhere numba is installed; bfloat16 where the CPU has AVX512-BF16 (kernels/gemm_cpu.py)."""
+    if dtype not in (torch.float32, torch.bfloat16):
+        return f"the numba GEMM takes float32 or bfloat16 weights, not {dtype}"
+    if importlib.util.find_spec("numba") is None:
+        return "numba is not installed"
+    if dtype == torch.bfloat16:
+        if not kernels.bf16_gemm_available():
+            return "the numba bfloat16 GEMM needs AVX512-BF16, which this CPU lacks"
+    return None
+
+
+def kernel_array(t: torch.Tensor):
+    """A CPU tensor as a numpy array for the numba kernels (no copy when contiguous):
+    bfloat16 as its uint16 bits (numpy has no bfloat16)."""
+    t = t.detach().contiguous()
+    return t.view(torch.int16).numpy().view("uint16") if t.dtype == torch.bfloat16 else t.numpy()
 
 
 def gemv(x: torch.Tensor, w: torch.Tensor, bias=None) -> torch.Tensor:
@@ -115,7 +122,7 @@ class Linear:
     def _make_packed(self, w: torch.Tensor):
         with torch.no_grad():
             if self._pack == "numba":
-                return kernels.pack_panels(w.numpy())
+                return kernels.pack_panels(kernel_array(w))
             return onednn_pack(w)
 
     def prepare(self, w: torch.Tensor, name: str, store: dict) -> torch.Tensor:
@@ -131,15 +138,27 @@ class Linear:
         return hit[1] if hit is not None else None
 
     def __call__(self, x: torch.Tensor, w: torch.Tensor, bias=None) -> torch.Tensor:
+        """``F.linear(x, w, bias)`` in ``x``'s dtype (which is ``w``'s)."""
         if self.backend == "torch":
             return torch.nn.functional.linear(x, w, bias)
-        if self._gemv and x.shape[0] == 1:
+        if self._gemv and x.shape[0] == 1 and w.dtype == torch.float32:
             return gemv(x, w, bias)
-        hit = self._packed.get(id(w))
         if self._pack == "numba":
-            if hit is None:                          # a weight it was not given to prepare
-                return torch.nn.functional.linear(x, w, bias)
-            y = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype)
-            kernels.gemm(x.contiguous().numpy(), hit[1], y.numpy())
-            return y if bias is None else y + bias
+            return self.float_out(x, w, bias).to(x.dtype)
+        hit = self._packed.get(id(w))
         return onednn_linear(x, hit[1] if hit is not None else w, bias)
+
+    def float_out(self, x: torch.Tensor, w: torch.Tensor, bias=None) -> torch.Tensor:
+        """``F.linear`` in float32 for float32 rows ``x`` and weights in the model's dtype: a
+        bfloat16 model's GEMM takes the rows rounded to bf16 and accumulates in fp32 (the
+        numba GEMM writes its fp32 sums as they are; other backends widen their bf16 out)."""
+        if self._gemv and x.shape[0] == 1 and w.dtype == torch.float32:
+            return gemv(x.float(), w, bias)
+        hit = self._packed.get(id(w)) if self._pack == "numba" else None
+        if hit is None:                     # not the numba GEMM, or a weight never prepared
+            if self._pack == "numba":
+                return torch.nn.functional.linear(x.to(w.dtype), w, bias).float()
+            return self(x.to(w.dtype), w, bias).float()
+        y = torch.empty((x.shape[0], w.shape[0]), dtype=torch.float32)
+        kernels.gemm(kernel_array(x.to(w.dtype)), hit[1], y.numpy())
+        return y if bias is None else y + bias

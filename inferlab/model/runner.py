@@ -17,7 +17,7 @@ from inferlab import kernels
 from ..core.events import SchedulerOutput
 from ..core.shapes import cdiv
 from ..errors import InvalidInputError
-from . import cpu_features, linear, precompile
+from . import cpu_features, linear, linear_choice, precompile
 from .fused import FusedForward, HalfDecode, attention_for, fused_runs, half_decode_runs
 from .llama import NO_TIMER, AttentionMetadata, LlamaForward, attention
 from .resources import available_memory
@@ -43,7 +43,7 @@ def _linear_backend(name: str, weights, mapped: bool) -> str:
     p = weights.embed
     free = available_memory() - (weights.linear_bytes if mapped else 0)
     try:
-        return linear.resolve(name, p.device.type, p.dtype, weights.linear_bytes, free)
+        return linear_choice.resolve(name, p.device.type, p.dtype, weights.linear_bytes, free)
     except ValueError as e:
         raise InvalidInputError(f"linear_backend: {e}") from None
 
