@@ -14,7 +14,8 @@ the same formulas run inside one compiled function:
     logits = lm_head @ rms_norm(x)
 
 Each matrix-vector product is a ``prange`` over output rows (every core streams its own
-rows of the weights); attention is the numba CPU kernel's own ``attend_rows``. The readable
+rows of the weights), or over the numba GEMM's panels of 32 rows in a bfloat16 engine that
+has them (see ``dot_unit``); attention is the numba CPU kernel's own ``attend_rows``. The readable
 reference of the same step is ``LlamaForward.forward`` (inferlab/model/llama.py);
 tests/test_fused_forward.py checks this pass against it and against transformers.
 """
@@ -22,30 +23,90 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+from numba.extending import overload
 
+from .gemm_cpu import row_panel
 from .half_cpu import f32, stored
 from .numba_cpu import FASTMATH, LOCK, PARALLEL_MIN_BYTES, attend_rows
 from .rows_cpu import rms_row
 
 
+# ---- one matrix-vector product, a unit at a time: ``for p in prange(w.shape[0])`` ---------------
+# A matrix comes as its plain rows [N, K] (float32, or bfloat16 bits widened as they stream in)
+# or, from a bfloat16 engine on the numba GEMM, as that GEMM's panels [ceil(N / 32), K / 2, 64]
+# (gemm_cpu.py): then x is rounded to bf16 once and each unit is a panel of 32 outputs through
+# the GEMM's AVX512-BF16 one-row tile, and the plain weights are never read (nor kept resident).
+
+def in_features(w):
+    """K of a matrix given as plain rows or as bf16 panels. numba only."""
+    raise NotImplementedError("in_features runs only inside numba-compiled code")
+
+
+@overload(in_features)
+def _in_features(w):
+    if w.ndim == 2:
+        return lambda w: w.shape[1]
+    return lambda w: 2 * w.shape[1]
+
+
+def rounded_for(w, x, xb):
+    """``x`` rounded into the bf16 bits ``xb`` when ``w`` is panels (else nothing). numba only."""
+    raise NotImplementedError("rounded_for runs only inside numba-compiled code")
+
+
+@overload(rounded_for)
+def _rounded_for(w, x, xb):
+    if w.ndim == 2:
+        return lambda w, x, xb: None
+
+    def to_bf16(w, x, xb):
+        for j in range(x.shape[0]):
+            xb[j] = stored(x[j], xb)
+    return to_bf16
+
+
+def dot_unit(w, p, x, xb, out):
+    """Unit ``p`` of ``out = w @ x``: row p (plain) or panel p, 32 outputs (panels, read
+    with ``xb``, x's bf16 bits). numba only."""
+    raise NotImplementedError("dot_unit runs only inside numba-compiled code")
+
+
+@overload(dot_unit, jit_options={"fastmath": FASTMATH})
+def _dot_unit(w, p, x, xb, out):
+    if w.ndim == 2:
+        def row(w, p, x, xb, out):
+            acc = np.float32(0.0)
+            for j in range(x.shape[0]):
+                acc += f32(w[p, j]) * x[j]
+            out[p] = acc
+        return row
+
+    def panel(w, p, x, xb, out):
+        row_panel(xb, w, p, out)
+    return panel
+
+
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def _decode_pass(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
-            final_norm, lm_head, inv_freq, rope_scale, eps, scale, num_heads,
-            k_cache, v_cache, attend_parallel, logits):
+                 final_norm, lm_head, inv_freq, rope_scale, eps, scale, num_heads,
+                 k_cache, v_cache, attend_parallel, logits):
     hidden = embed.shape[1]
     bs, kvh_n, d_n = k_cache.shape[2], k_cache.shape[3], k_cache.shape[4]
     group = num_heads // kvh_n
     n_qkv = (num_heads + 2 * kvh_n) * d_n
-    inter = wdown[0].shape[1]
+    inter = in_features(wdown[0])
     half = d_n // 2
     x = np.empty(hidden, np.float32)                         # [hidden] the residual stream
     for j in range(hidden):
         x[j] = f32(embed[token, j])
     h = np.empty(hidden, np.float32)                         # [hidden] normed input
+    y = np.empty(hidden, np.float32)                         # [hidden] a projection's output
     qkv = np.empty(n_qkv, np.float32)                        # [(H + 2 KVH) * D]
     q = np.empty((1, num_heads, d_n), np.float32)            # [1, H, D]
     o = np.empty((1, num_heads, d_n), np.float32)            # [1, H, D]
+    gu = np.empty(2 * inter, np.float32)                     # [gate | up]
     act = np.empty(inter, np.float32)                        # [intermediate]
+    xb = np.empty(max(hidden, num_heads * d_n, inter), np.uint16)   # an input's bf16 bits
     cos = np.empty(half, np.float32)
     sin = np.empty(half, np.float32)
     for j in range(half):
@@ -53,14 +114,13 @@ def _decode_pass(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, w
         cos[j] = np.cos(f) * rope_scale
         sin[j] = np.sin(f) * rope_scale
     blk, off = table[pos // bs], pos % bs
+    hb = xb[:hidden]
     for li in range(len(wqkv)):
         rms_row(x, in_norm[li], eps, h)
         w = wqkv[li]
-        for i in prange(n_qkv):
-            acc = np.float32(0.0)
-            for j in range(hidden):
-                acc += f32(w[i, j]) * h[j]
-            qkv[i] = acc
+        rounded_for(w, h, hb)
+        for p in prange(w.shape[0]):
+            dot_unit(w, p, h, hb, qkv)
         b = bqkv[li]
         for i in range(b.shape[0]):
             qkv[i] += b[i]
@@ -85,33 +145,32 @@ def _decode_pass(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, w
             for head in range(kvh_n):
                 attend_rows(q, kc, vc, table, 0, 1, pos, head, group, scale, o)
         of = o.reshape(num_heads * d_n)
+        ob = xb[:of.shape[0]]
         w = wo[li]
-        for i in prange(hidden):
-            acc = np.float32(0.0)
-            for j in range(of.shape[0]):
-                acc += f32(w[i, j]) * of[j]
-            x[i] += acc
+        rounded_for(w, of, ob)
+        for p in prange(w.shape[0]):
+            dot_unit(w, p, of, ob, y)
+        for i in range(hidden):
+            x[i] += y[i]
         rms_row(x, post_norm[li], eps, h)
         w = wgu[li]                                           # [gate; up] rows
+        rounded_for(w, h, hb)
+        for p in prange(w.shape[0]):
+            dot_unit(w, p, h, hb, gu)
         for i in prange(inter):
-            g = np.float32(0.0)
-            u = np.float32(0.0)
-            for j in range(hidden):
-                g += f32(w[i, j]) * h[j]
-                u += f32(w[inter + i, j]) * h[j]
-            act[i] = g / (np.float32(1.0) + np.exp(-g)) * u
+            g = gu[i]
+            act[i] = g / (np.float32(1.0) + np.exp(-g)) * gu[inter + i]
+        ab = xb[:inter]
         w = wdown[li]
-        for i in prange(hidden):
-            acc = np.float32(0.0)
-            for j in range(inter):
-                acc += f32(w[i, j]) * act[j]
-            x[i] += acc
+        rounded_for(w, act, ab)
+        for p in prange(w.shape[0]):
+            dot_unit(w, p, act, ab, y)
+        for i in range(hidden):
+            x[i] += y[i]
     rms_row(x, final_norm, eps, h)
-    for i in prange(lm_head.shape[0]):
-        acc = np.float32(0.0)
-        for j in range(hidden):
-            acc += f32(lm_head[i, j]) * h[j]
-        logits[i] = acc
+    rounded_for(lm_head, h, hb)
+    for p in prange(lm_head.shape[0]):
+        dot_unit(lm_head, p, h, hb, logits)
 
 
 def decode_pass(token: int, pos: int, table, weights: tuple, k_cache, v_cache, logits) -> None:
@@ -124,7 +183,9 @@ def decode_pass(token: int, pos: int, table, weights: tuple, k_cache, v_cache, l
     rms eps, attention scale, num_heads), float32 numpy; or in bfloat16: the matrices (embed,
     qkv, o, gate|up, down, lm_head) and the caches as their uint16 bits, widened to float32
     as they are read (a step streams half the bytes), norms, biases and inv_freq float32;
-    activations and sums stay float32, K and V are rounded to bfloat16 as stored."""
+    activations and sums stay float32, K and V are rounded to bfloat16 as stored. A bfloat16
+    engine on the numba GEMM passes its matrices (not the embedding) as that GEMM's panels
+    instead: each input is rounded to bf16 and multiplied by AVX512-BF16 dot products."""
     kv_bytes = (pos + 1) * 2 * k_cache.shape[-2] * k_cache.shape[-1] * k_cache.itemsize
     (embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown, norm, lm_head, inv_freq,
      rope, eps, scale, heads) = weights

@@ -159,6 +159,22 @@ _tile1 = _tile_kernel(1)
 
 
 @njit(cache=True)
+def row_panel(x, panels, p, y):
+    """``y[32 p : 32 p + 32] = panel p`` times the one row ``x`` [K] (y [N] float32, x in the
+    panels' dtype; the last panel may be partial). For a caller's own ``prange`` over the
+    panels: the one-call decode's matrix-vector products (decode_cpu.py)."""
+    k = x.shape[0]
+    n = y.shape[0]
+    if (p + 1) * PANEL <= n:
+        _tile1(x, 0, k, panels, p * k * PANEL, y, p * PANEL, 0, k)
+    else:
+        part = np.empty(PANEL, dtype=np.float32)
+        _tile1(x, 0, k, panels, p * k * PANEL, part, 0, 0, k)
+        for j in range(n - p * PANEL):
+            y[p * PANEL + j] = part[j]
+
+
+@njit(cache=True)
 def _panel(x, panels, p, y, y_col, ldy):
     # y[:, y_col:y_col + 32] = x @ panel p, all rows, 8 at a time
     m, k = x.shape

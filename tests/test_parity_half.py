@@ -81,15 +81,24 @@ def test_the_check_catches_a_token_outside_the_top_k():
     assert first_difference([1, 2, 3], [1, 2]) is None
 
 
-@pytest.mark.parametrize("model", ["tiny", pytest.param(None, marks=pytest.mark.slow)])
-def test_bf16_one_at_a_time_decodes_in_one_call_and_matches_transformers(model, monkeypatch):
+@pytest.mark.parametrize("model, linear", [("tiny", "auto"), ("tiny", "onednn-packed"),
+                                           pytest.param(None, "auto", marks=pytest.mark.slow)])
+def test_bf16_one_at_a_time_decodes_in_one_call_and_matches_transformers(model, linear,
+                                                                         monkeypatch):
     """At batch 1 a bfloat16 engine decodes in one numba call (model/fused.py HalfDecode: the
     weights and the cache read as bf16 bits, half of fp32's bytes): it is the path taken, and
-    its tokens pass the same check against transformers in bf16."""
+    its tokens pass the same check against transformers in bf16. On the numba GEMM (bf16
+    panels) the call reads those panels, never the plain matrices; on oneDNN the plain ones."""
     from inferlab import kernels
     from inferlab.model.fused import HalfDecode
-    eng = il.Engine(model, dtype="bfloat16", block_size=16, num_blocks=256)
+    eng = il.Engine(model, dtype="bfloat16", block_size=16, num_blocks=256,
+                    linear_backend=linear)
     assert isinstance(eng.runner._fused, HalfDecode) and eng.runner.plan.fused
+    wqkv0 = eng.runner._fused._pass_weights[2][0]
+    panels = eng.runner.linear_backend == "numba"
+    assert wqkv0.ndim == (3 if panels else 2)
+    if panels:
+        assert wqkv0 is eng.runner.model.linear.packed(eng.runner.model.layers[0].wqkv)
     calls = []
     real = kernels.decode_pass
     monkeypatch.setattr(kernels, "decode_pass", lambda *a: calls.append(1) or real(*a))

@@ -52,8 +52,18 @@ def _sdpa(q, k_cache, v_cache, meta: AttentionMetadata, scale: float):
 
 def pass_weights(m: LlamaForward) -> tuple:
     """The one-call decode's weights (``kernels.decode_pass``): the matrices as they are (a
-    bfloat16 model's as their bits), the small vectors (norms, biases, rotary) as float32."""
-    def stack(tensors, as_array=_array):   # a tuple of arrays: numba types it once (a typed
+    bfloat16 model's as their bits) or, for a bfloat16 model whose linear backend packed them
+    (the numba GEMM's bf16 panels), those panels; the embedding as it is; the small vectors
+    (norms, biases, rotary) as float32."""
+    matrices = [w for lw in m.layers for w in (lw.wqkv, lw.wo, lw.w_gate_up, lw.w_down)]
+    panels = (m.dtype == torch.bfloat16
+              and all(isinstance(m.linear.packed(w), np.ndarray)
+                      for w in matrices + [m.lm_head]))
+
+    def matrix(t):
+        return m.linear.packed(t) if panels else _array(t)
+
+    def stack(tensors, as_array=matrix):   # a tuple of arrays: numba types it once (a typed
         return tuple(as_array(t) for t in tensors)      # List would not cache)
 
     def f32(t):
@@ -65,7 +75,7 @@ def pass_weights(m: LlamaForward) -> tuple:
             stack((w.bqkv if w.bqkv is not None else no_bias for w in layers), f32),
             stack(w.wo for w in layers), stack((w.post_norm for w in layers), f32),
             stack(w.w_gate_up for w in layers), stack(w.w_down for w in layers),
-            f32(m.norm), _array(m.lm_head), f32(m.inv_freq),
+            f32(m.norm), matrix(m.lm_head), f32(m.inv_freq),
             m.rope_scaling, m.eps, m.scale, m.num_heads)
 
 
