@@ -158,3 +158,20 @@ def test_a_shaped_random_model_is_built_in_its_dtype_and_matches_transformers():
     assert out.token_ids == hf_greedy(hf, prompt, 8)
     with pytest.raises(il.InvalidInputError, match="unknown model shape 'no-such-model'"):
         il.Engine("random:no-such-model")
+
+
+def test_building_a_random_model_leaves_the_callers_random_state_alone():
+    """Its weights come from its own seed; the caller's CPU (and GPU) generators are as they
+    were, and the same seed gives the same weights twice."""
+    from inferlab.model import random_models
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    gpu_before = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    a = random_models.build("tiny", torch.float32, "cpu", seed=7)
+    b = random_models.build("random:smollm2-135m", torch.bfloat16, "cpu", seed=7)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    if gpu_before is not None:
+        assert all(torch.equal(x, y) for x, y in zip(torch.cuda.get_rng_state_all(), gpu_before))
+    again = random_models.build("tiny", torch.float32, "cpu", seed=7)
+    assert torch.equal(a.model.embed_tokens.weight, again.model.embed_tokens.weight)
+    assert b.model.embed_tokens.weight.dtype == torch.bfloat16

@@ -52,7 +52,10 @@ def build(spec: str, dtype, device: str, seed: int, vocab_size: int | None = Non
     import torch
     from transformers import LlamaForCausalLM
     cfg = config_for(spec, vocab_size)
-    with torch.random.fork_rng(devices=[]):
+    # torch.manual_seed seeds every CUDA device too: fork theirs as well, so that building a
+    # model leaves the caller's random state (CPU and GPU) as it was
+    gpus = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=gpus):
         torch.manual_seed(seed)
         if spec in RANDOM_MODELS:
             return LlamaForCausalLM(cfg).to(dtype).to(device).eval()
@@ -60,8 +63,6 @@ def build(spec: str, dtype, device: str, seed: int, vocab_size: int | None = Non
         torch.set_default_dtype(dtype)
         try:
             with torch.device(device):
-                if torch.device(device).type == "cuda":
-                    torch.cuda.manual_seed(seed)
                 return LlamaForCausalLM(cfg).eval()
         finally:
             torch.set_default_dtype(before)
