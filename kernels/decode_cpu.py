@@ -31,6 +31,13 @@ from .numba_cpu import FASTMATH, LOCK, PARALLEL_MIN_BYTES, attend_rows
 from .rows_cpu import rms_row
 
 
+# Inside the one call a parallel region costs ~1 us (no Python, no dispatch), so attention goes
+# over both cores from far less K/V than a kernel launched on its own (numba_cpu.py): the whole
+# pass, A/B in one process (2026-12-04, AMD EPYC, 2 cores), parallel/serial at 10, 30, 100 and
+# 300 tokens of context: bf16 0.99, 1.00, 0.97, 0.93; fp32 1.01, 0.99, 0.99, 0.97.
+ONE_CALL_PARALLEL_MIN_BYTES = PARALLEL_MIN_BYTES // 8          # 32 KB with OpenMP
+
+
 # ---- one matrix-vector product, a unit at a time: ``for p in prange(w.shape[0])`` ---------------
 # A matrix comes as its plain rows [N, K] (float32, or bfloat16 bits widened as they stream in)
 # or, from a bfloat16 engine on the numba GEMM, as that GEMM's panels [ceil(N / 32), K / 2, 64]
@@ -193,4 +200,4 @@ def decode_pass(token: int, pos: int, table, weights: tuple, k_cache, v_cache, l
         _decode_pass(token, pos, table, embed, in_norm, wqkv, bqkv, wo, post_norm, wgu, wdown,
                      norm, lm_head, inv_freq, np.float32(rope), np.float32(eps),
                      np.float32(scale), heads, k_cache, v_cache,
-                     kv_bytes >= PARALLEL_MIN_BYTES, logits)
+                     kv_bytes >= ONE_CALL_PARALLEL_MIN_BYTES, logits)
