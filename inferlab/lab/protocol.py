@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from inferlab.model.cpu_features import cpu_name  # noqa: F401 (result files name the CPU)
+
 # Other processes' load above this share of the CPUs, or a calibration loop whose time
 # moves by more than this fraction between before and after, makes a run untrustworthy.
 BUSY_SHARE = 0.5
@@ -259,19 +261,6 @@ def warning_line(meta: dict | None) -> str:
 
 
 # --- what every result file records (docs/results/*.json) ------------------------------------
-def cpu_name() -> str:
-    """The CPU's model name as ``lscpu`` prints it (from /proc/cpuinfo)."""
-    import platform
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def result_meta(command: str) -> dict:
     """What every result file records beside its numbers: the command that produced them,
     when, on which CPU, and the machine's load (1-minute average) when they were written."""

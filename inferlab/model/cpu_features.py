@@ -46,6 +46,19 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def cpu_name() -> str:
+    """The CPU's model name as ``lscpu`` prints it (from /proc/cpuinfo)."""
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _allowed(isa: str, cap: str | None) -> bool:
     """Whether oneDNN may use ``isa`` under ``ONEDNN_MAX_CPU_ISA=cap``."""
     if not cap:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import platform
 import statistics
 import time
 
@@ -63,21 +62,10 @@ def machine_key(dtype: torch.dtype) -> str:
         nb = numba.__version__
     except ImportError:
         nb = "-"
-    return " | ".join([_cpu_name(), ",".join(flags) or "no-half-flags", str(dtype),
+    return " | ".join([cpu_features.cpu_name(), ",".join(flags) or "no-half-flags", str(dtype),
                        f"{torch.get_num_threads()} threads", f"torch {torch.__version__}",
                        f"numba {nb}"] + [f"{v}={os.environ.get(v, '')}" for v in
                                          ("ONEDNN_MAX_CPU_ISA", "NUMBA_CPU_FEATURES")])
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def measure(candidates, dtype=torch.bfloat16, layers: int = LAYERS, rows=ROWS,
