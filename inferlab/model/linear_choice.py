@@ -12,8 +12,8 @@ a CPU's last-level cache, so the weights stream from memory as in a step), at a 
 candidates alternating (A B A B), the median of ``REPEATS`` per candidate. The result is kept
 in ``<cache root>/linear-choice.json`` under this machine's key (CPU model, its bf16 flags,
 thread count, torch and numba versions, oneDNN's and numba's ISA switches), so every later
-engine takes it without measuring (about a second, once). ``INFERLAB_WEIGHTS_CACHE=0`` keeps
-nothing on disk: it measures once per process.
+engine takes it without measuring (about a second, once, said on stderr with the times and
+the choice). ``INFERLAB_WEIGHTS_CACHE=0`` keeps nothing on disk: it measures once per process.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import functools
 import json
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -112,11 +113,20 @@ def _fastest(candidates: tuple, dtype, path: str | None) -> str:
     book = _read(path)
     ms = book.get(key, {}).get("ms")
     if not ms or set(ms) != set(candidates):
+        _say(f"inferlab: timing the {str(dtype).removeprefix('torch.')} GEMMs of "
+             f"{' and '.join(candidates)} on this CPU, once ...")
         ms = measure(candidates, dtype)
         book[key] = {"ms": ms, "measured": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                      "load": round(os.getloadavg()[0], 2)}
         _write(path, book)
+        best = min(candidates, key=lambda c: ms[c])
+        _say("inferlab: " + ", ".join(f"{c} {ms[c]:.1f} ms" for c in candidates)
+             + f": linear backend {best}" + (f" (kept in {path})" if path else ""))
     return min(candidates, key=lambda c: ms[c])
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def forget() -> None:
