@@ -15,8 +15,8 @@ references are the torch ops of ``inferlab.model.llama``):
 ``pack_panels`` / ``gemm`` (gemm_cpu.py: a register-tiled GEMM over prepacked weights, float32
 or, where the CPU has AVX512-BF16, bfloat16), ``gemv`` (gemv_cpu.py), the row kernels
 ``rms_rows``, ``add_rms_rows``, ``silu_mul``, ``rotary_write`` (rows_cpu.py), and
-``decode_pass`` (decode_cpu.py: one sequence's whole one-token forward as one call). numba is imported only when a numba kernel is first used, so
-``import inferlab.kernels`` stays cheap.
+``decode_pass`` (decode_cpu.py: one sequence's whole one-token forward as one call). numba is
+imported only when a numba kernel is first used, so ``import inferlab.kernels`` stays cheap.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """How this CPU runs half precision: which instructions oneDNN can use for bf16 and fp16 GEMMs.
 
-The engine's half-precision GEMMs go through oneDNN (model/linear.py), which picks its own
-kernels at run time from what the CPU offers, best first:
+The engine's half-precision GEMMs on oneDNN (model/linear.py) run the kernels oneDNN picks at
+run time from what the CPU offers, best first:
 
 * ``amx``          Intel AMX tiles (Sapphire Rapids and later): bf16 (and fp16 on AMX-FP16)
                    matrix multiply in hardware, fp32 accumulation;
@@ -15,8 +15,13 @@ kernels at run time from what the CPU offers, best first:
 
 ``ONEDNN_MAX_CPU_ISA`` (oneDNN's own switch, read when it first runs) caps what it may use:
 ``AVX512_CORE`` forces the converted path and ``AVX2`` the aten one on any machine, which is
-how the tests check each path (tests/test_cpu_features.py reads what oneDNN says it ran). Attention runs in the numba CPU kernels, which read the half
-values, widen them to fp32 in registers and accumulate in fp32, the same on every CPU.
+how the tests check each path (tests/test_cpu_features.py reads what oneDNN says it ran).
+
+Beside oneDNN, the engine's own numba GEMM multiplies bf16 with AVX512-BF16 dot products where
+the CPU has them (kernels/gemm_cpu.py; ``NUMBA_CPU_FEATURES`` without ``avx512bf16`` turns it
+off, which is how the tests check the fallback); where both can run, the faster one measured
+on this CPU does (model/linear_choice.py). Attention runs in the numba CPU kernels, which read
+the half values, widen them to fp32 in registers and accumulate in fp32, the same on every CPU.
 """
 from __future__ import annotations
 
