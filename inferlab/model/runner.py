@@ -48,11 +48,14 @@ def _linear_backend(name: str, weights, mapped: bool) -> str:
         raise InvalidInputError(f"linear_backend: {e}") from None
 
 
-def _precision(dtype: torch.dtype, device: torch.device) -> str:
-    """"float32", or e.g. "bfloat16 (avx512-bf16)": a half dtype and how the CPU runs it."""
+def _precision(dtype: torch.dtype, device: torch.device, linear_backend: str) -> str:
+    """"float32", or e.g. "bfloat16 (avx512-bf16)": a half dtype and the instructions its GEMMs
+    run on this CPU (the numba bf16 GEMM's own, else those oneDNN picks)."""
     name = str(dtype).removeprefix("torch.")
     if name == "float32" or device.type != "cpu":
         return name
+    if linear_backend == "numba":                     # kernels/gemm_cpu.py: vdpbf16ps
+        return f"{name} (avx512-bf16)"
     return f"{name} ({cpu_features.half_path(name)})"
 
 
@@ -94,7 +97,7 @@ class ModelRunner:
         if half_decode_runs(self.backend, m.dtype, self.device):     # bf16: one-call decode
             self._fused, can_fuse = HalfDecode(m), True
         self.plan = ForwardPlan(self.backend, self.linear_backend, can_fuse, can_fuse,
-                                _precision(m.dtype, self.device))
+                                _precision(m.dtype, self.device, self.linear_backend))
         self._forward = self._fused or m.forward
         self.timer = NO_TIMER
         shape = (m.num_layers, num_blocks, block_size, m.num_kv_heads, m.head_dim)
