@@ -148,8 +148,7 @@ def test_bf16_auto_takes_the_backend_measured_fastest_here_and_keeps_it(tmp_path
     choice = linear_choice.resolve("auto", "cpu", torch.bfloat16, gb, 4 * gb)
     book = linear_choice.recorded()
     (entry,) = book.values()
-    assert set(entry["ms"]) == set(ok) and all(v > 0 for v in entry["ms"].values())
-    assert choice == min(entry["ms"], key=entry["ms"].get)
+    assert sorted(entry["candidates"]) == sorted(ok) and entry["choice"] == choice
     # kept: a new process (cleared in-memory cache) reads it and does not measure again
     linear_choice.forget()
     monkeypatch.setattr(linear_choice, "measure", lambda *a, **k: pytest.fail("measured again"))
@@ -157,7 +156,7 @@ def test_bf16_auto_takes_the_backend_measured_fastest_here_and_keeps_it(tmp_path
     # a record saying the other one is faster is followed: the choice is the measurement's
     other = next(c for c in ok if c != choice)
     key = next(iter(book))
-    book[key]["ms"][other] = entry["ms"][choice] / 2
+    book[key]["ms"][other] = book[key]["ms"][choice] / 2        # a record: fixed input
     (tmp_path / linear_choice.BOOK).write_text(__import__("json").dumps(book))
     linear_choice.forget()
     assert linear_choice.resolve("auto", "cpu", torch.bfloat16, gb, 4 * gb) == other

@@ -116,10 +116,11 @@ def _fastest(candidates: tuple, dtype, path: str | None) -> str:
         _say(f"inferlab: timing the {str(dtype).removeprefix('torch.')} GEMMs of "
              f"{' and '.join(candidates)} on this CPU, once ...")
         ms = measure(candidates, dtype)
-        book[key] = {"ms": ms, "measured": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        best = min(candidates, key=lambda c: ms[c])
+        book[key] = {"ms": ms, "choice": best, "candidates": list(candidates),
+                     "measured": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                      "load": round(os.getloadavg()[0], 2)}
         _write(path, book)
-        best = min(candidates, key=lambda c: ms[c])
         _say("inferlab: " + ", ".join(f"{c} {ms[c]:.1f} ms" for c in candidates)
              + f": linear backend {best}" + (f" (kept in {path})" if path else ""))
     return min(candidates, key=lambda c: ms[c])
@@ -135,7 +136,8 @@ def forget() -> None:
 
 
 def recorded() -> dict:
-    """What this machine measured so far (key -> {"ms": {backend: ms}, "measured", "load"})."""
+    """What this machine measured so far (key -> {"ms": {backend: ms}, "choice", "candidates",
+    "measured", "load"})."""
     return _read(_book_path())
 
 
