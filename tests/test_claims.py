@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib
 import pathlib
 import re
+import resource
+import time
 
 import pytest
 
@@ -150,6 +152,26 @@ def test_busy_machine_warns_visibly():
                                  cal_after=0.031, steal=0.02) is None
     assert protocol.steal_share((10, 1000), (40, 1100)) == 0.3
     assert protocol.steal_share(None, (40, 1100)) is None
+
+
+def test_other_processes_cpu_is_counted_apart_from_our_own():
+    """/proc/stat read around a run: a process we do not count keeps one CPU busy and is seen
+    (about one CPU); counted as our own, it is not. Shares of CPUs, not durations."""
+    import subprocess
+    import sys
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy0 = protocol.cpu_busy_seconds()
+    t0 = time.perf_counter()
+    spin = subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                           "while time.process_time() - t < 1.5: pass"], check=True)
+    assert spin.returncode == 0
+    wall = time.perf_counter() - t0
+    child = resource.getrusage(resource.RUSAGE_CHILDREN)
+    child_cpu = child.ru_utime + child.ru_stime - r0.ru_utime - r0.ru_stime
+    seen = protocol.others_cpus(busy0, 0.0, wall)
+    assert seen is not None and seen >= 0.6, seen
+    assert protocol.others_cpus(busy0, child_cpu, wall) < seen - 0.5
+    assert protocol.others_cpus(None, 0.0, wall) is None
 
 
 def test_repeats_of_the_same_work_that_disagree_warn():

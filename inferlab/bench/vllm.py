@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 from ..connect.front.machine import cpu_list   # one way to name our CPUs for vLLM
+from ..lab.protocol import BUSY_SHARE, cpu_busy_seconds, others_cpus
 from .common import Worker, WorkerFailed, tok_s, tree_cpu_seconds
 
 REPO = Path(__file__).resolve().parents[2]
-BUSY_SHARE = 0.5       # other processes' load above this share of the CPUs: warn
 
 VllmUnavailable = WorkerFailed      # vLLM's venv is missing or its worker failed
 
@@ -94,6 +94,7 @@ def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=pri
             runs = {k: [] for k in workers}
             idle_cpu = {k: 0.0 for k in workers}
             t_start, cpu_start = time.perf_counter(), _all_cpu(workers)
+            busy0 = cpu_busy_seconds()
             for _ in range(repeats):
                 for name, w in workers.items():
                     other = "vLLM" if name == "inferlab" else "inferlab"
@@ -102,7 +103,9 @@ def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=pri
                         runs[name].append(w.request(**cmd))
                     idle_cpu[other] += tree_cpu_seconds(workers[other].proc.pid) - c0
             wall = time.perf_counter() - t_start
-            ours_cpu = (_all_cpu(workers) - cpu_start) / wall
+            own_s = _all_cpu(workers) - cpu_start
+            others = others_cpus(busy0, own_s, wall)
+            ours_cpu = own_s / wall
     load_after = os.getloadavg()
     speed = {k: statistics.median(tok_s(r) for r in v) for k, v in runs.items()}
     same = sum(a == b for a, b in zip(runs["inferlab"][0]["token_ids"],
@@ -114,20 +117,21 @@ def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=pri
     ratio = speed["inferlab"] / speed["vLLM"]
     out(f"  inferlab / vLLM = {ratio:.2f}x    same greedy tokens on {same} of {num_requests} "
         "requests")
-    others = load_after[0] - ours_cpu
     out(f"  load average before {load_before[0]:.2f}, after {load_after[0]:.2f} on {n_cpus} CPUs "
-        f"(the workers kept {ours_cpu:.2f} CPUs busy)")
+        f"(the workers kept {ours_cpu:.2f} CPUs busy, other processes "
+        f"{'unknown' if others is None else f'{others:.2f}'})")
     warning = None
-    if max(load_before[0], others) > BUSY_SHARE * n_cpus:
-        warning = (f"WARNING: busy machine (load {load_before[0]:.1f} before, about "
-                   f"{others:.1f} from other processes during the runs, on {n_cpus} CPUs): "
+    if others is not None and others > BUSY_SHARE * n_cpus:
+        warning = (f"WARNING: busy machine (other processes kept {others:.1f} of our {n_cpus} "
+                   "CPUs busy during the runs, /proc/stat less the engines' own CPU time): "
                    "these tok/s are not trustworthy")
         out(warning)
     return {"requests": num_requests, "prompt_len": prompt_len, "new_tokens": new_tokens,
             "dtype": dtype,
             "tok_s": speed, "ratio": ratio, "same_tokens": same, "runs": {
         k: [tok_s(r) for r in v] for k, v in runs.items()}, "load_before": load_before,
-        "load_after": load_after, "idle_cpu_s": idle_cpu, "warning": warning}
+        "load_after": load_after, "others_cpus": others, "idle_cpu_s": idle_cpu,
+        "warning": warning}
 
 
 def _all_cpu(workers: dict) -> float:

@@ -161,6 +161,36 @@ def cpu_ticks() -> tuple[int, int] | None:
     return steal, sum(fields[:8])
 
 
+def cpu_busy_seconds() -> float | None:
+    """CPU seconds the CPUs this process may run on have spent busy since boot, whoever ran
+    on them (every process, the kernel, and time the hypervisor stole), from /proc/stat's
+    per-CPU lines: idle and iowait left out. None where there is no /proc/stat. Two readings
+    around a run, less the run's own CPU seconds, are what other processes took during it:
+    exact over the run, where the load average is a minute's decaying mean that still
+    carries whatever ran before."""
+    mine, busy = os.sched_getaffinity(0), 0
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *vals = line.split()
+                if name[:3] == "cpu" and name[3:].isdigit() and int(name[3:]) in mine:
+                    v = [int(t) for t in vals[:8]]
+                    busy += sum(v) - v[3] - v[4]
+    except (OSError, ValueError, IndexError):   # pragma: no cover - not Linux
+        return None
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def others_cpus(busy_before: float | None, own_cpu_s: float, wall_s: float) -> float | None:
+    """How many of our CPUs other processes kept busy on average over the last ``wall_s``
+    seconds, given ``cpu_busy_seconds()`` at their start and the CPU seconds the measured
+    processes used themselves."""
+    now = cpu_busy_seconds()
+    if busy_before is None or now is None or wall_s <= 0:
+        return None
+    return max(0.0, (now - busy_before - own_cpu_s) / wall_s)
+
+
 def steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
     """The share of the machine's CPU time stolen by the hypervisor between two readings."""
     if before is None or after is None or after[1] <= before[1]:

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from ..connect.front.machine import cpu_list, free_port
 from ..errors import InvalidInputError
-from .protocol import BUSY_SHARE, cpus, spread
+from .protocol import BUSY_SHARE, cpu_busy_seconds, cpus, others_cpus, spread
 from .serving_stacks import (START_TIMEOUT_S, ServerFailed, die_with_parent, group_alive,
                              inferlab_server, reaped, vllm_cli, vllm_server)
 
@@ -244,7 +244,7 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
                                   cfg["greedy_prompts"], cfg["greedy_tokens"])
         say(f"greedy answers agree on {greedy['agree']} of {greedy['of']} prompts")
         timeout = 300 + cfg["num_prompts"] * (0.3 * cfg["output_len"] + 2 / min(cfg["rates"]))
-        t0, busy = time.perf_counter(), 0.0
+        t0, busy, busy0 = time.perf_counter(), 0.0, cpu_busy_seconds()
         for rep in range(cfg["repeats"]):
             for rate in cfg["rates"]:
                 for name, srv in servers.items():
@@ -271,15 +271,15 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
                         f"{m['p50_ttft_ms']:.1f} ms, TPOT p50 {m['p50_tpot_ms']:.1f} ms, "
                         f"{m['output_throughput']:.1f} tok/s")
         timed = time.perf_counter() - t0
+        others = others_cpus(busy0, busy, timed)
         commands = {k: shlex.join(s.argv) for k, s in servers.items()}
     left = {k: s.pgid for k, s in servers.items() if s.pgid and group_alive(s.pgid)}
     load_after = os.getloadavg()[0]
-    others = load_after - busy / max(timed, 1e-9)
     warning = None
-    if max(load_before, others) > BUSY_SHARE * cpus():
-        warning = (f"WARNING: busy machine (load {load_before:.1f} before, about {others:.1f} "
-                   f"from other processes during the runs, on {cpus()} CPUs): these latencies "
-                   "are not trustworthy")
+    if others is not None and others > BUSY_SHARE * cpus():
+        warning = (f"WARNING: busy machine (other processes kept {others:.1f} of our "
+                   f"{cpus()} CPUs busy during the runs, /proc/stat less the servers' and "
+                   "the client's own CPU time): these latencies are not trustworthy")
     return portable({"config": {**cfg, "rates": [rate_key(r) for r in cfg["rates"]], "seed": seed,
                        "max_num_seqs": max_num_seqs, "max_model_len": max_model_len,
                        "against": against,
@@ -291,7 +291,7 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
             "client": f"vllm bench serve (vLLM {version}), .venv-vllm",
             "greedy": greedy, "summary": summarize(runs), "runs": runs,
             "load_before": load_before, "load_after": load_after,
-            "timed_wall_s": timed, "warning": warning,
+            "timed_wall_s": timed, "others_cpus": others, "warning": warning,
             "process_groups": {k: s.pgid for k, s in servers.items()},
             "left_running": left})
 
