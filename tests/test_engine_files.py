@@ -106,26 +106,30 @@ def test_panels_are_kept_and_read_back(tmp_path, tiny_weights):
         del os.environ["INFERLAB_ENGINE_FILES"]
 
 
-NEW_CPU = ("import inferlab as il\n"
-           "e = il.Engine('tiny', num_blocks=160, block_size=16)\n"
+NEW_CPU = ("import sys\nimport inferlab as il\n"
+           "e = il.Engine('tiny', num_blocks=160, block_size=16, dtype=sys.argv[1])\n"
            "e.generate([[5, 6, 7]] * 3 + [list(range(3, 600))], il.SamplingParams(max_tokens=4,"
            " ignore_eos=True), use_tqdm=False)\n")
 
 
 @pytest.mark.slow
-def test_a_new_cpu_says_it_compiles_once_then_every_kernel_is_cached(tmp_path):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_new_cpu_says_it_compiles_once_then_every_kernel_is_cached(tmp_path, dtype):
     """An empty numba cache stands for a CPU numba has not compiled for. The first Engine()
     says what it is doing; afterwards a run with prefill, batched decode and one-token steps
-    compiles nothing more (NUMBA_DEBUG_CACHE lists no saved kernel) and says nothing."""
+    compiles nothing more (NUMBA_DEBUG_CACHE lists no saved kernel) and says nothing. A
+    bfloat16 engine compiles its own kernels (bf16 GEMM tiles, the decode pass over bf16
+    weights) the same way."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    first = subprocess.run([sys.executable, "-c", NEW_CPU], env=env, capture_output=True,
+    first = subprocess.run([sys.executable, "-c", NEW_CPU, dtype], env=env, capture_output=True,
                            text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "compiling the engine's kernels for this CPU, once" in first.stderr
+    which = "" if dtype == "float32" else f" in {dtype}"
+    assert f"compiling the engine's kernels{which} for this CPU, once" in first.stderr
     assert "kernels compiled in" in first.stderr
     assert list((tmp_path / "numba").rglob("inferlab-kernels-*.compiled"))
-    again = subprocess.run([sys.executable, "-c", NEW_CPU], capture_output=True, text=True,
-                           env={**env, "NUMBA_DEBUG_CACHE": "1"}, timeout=600)
+    again = subprocess.run([sys.executable, "-c", NEW_CPU, dtype], capture_output=True,
+                           text=True, env={**env, "NUMBA_DEBUG_CACHE": "1"}, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "compiling" not in again.stderr
     saved = [line for line in again.stdout.splitlines() if "data saved" in line]

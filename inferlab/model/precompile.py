@@ -7,7 +7,8 @@ inside ``Engine()`` that is a minute of nothing on a 2-core machine. So ``ensure
 
 * knows whether this CPU has compiled these kernels before: a marker file named by numba's
   own cache key for the CPU (target triple, CPU name, features), numba's version and the
-  kernel sources' sizes and times, written once every kernel is in the cache;
+  kernel sources' sizes and times (and, for a bfloat16 engine, its dtype and GEMM backend:
+  its kernels are others), written once every kernel is in the cache;
 * if not, says so ("compiling the engine's kernels for this CPU, once, ~N s") and compiles
   them in two worker processes at once, each running the real forward code on a tiny
   random model with the engine's number of layers (the compiled signatures depend on the
@@ -29,9 +30,12 @@ PARTS = ("decode pass", "other kernels")
 ESTIMATE_S = 30          # one core, all kernels, measured on the 2-core Xeon (BENCHMARKS.md)
 
 
-def _marker(num_layers: int, bias: bool) -> pathlib.Path | None:
+def _marker(num_layers: int, bias: bool, dtype: str = "float32",
+            linear_backend: str = "numba") -> pathlib.Path | None:
     """Where this CPU's 'compiled' marker lives (beside numba's cache), or None if unknown.
-    The layer count and biases are in it: the one-token pass's types depend on them."""
+    The layer count, biases, dtype and linear backend are in it: the one-token pass's types
+    depend on them (a bfloat16 pass reads the numba GEMM's panels, or plain rows beside
+    oneDNN's GEMM)."""
     try:
         import numba
         from numba.core.registry import cpu_target
@@ -41,19 +45,24 @@ def _marker(num_layers: int, bias: bool) -> pathlib.Path | None:
     import inferlab.kernels as k
     src = pathlib.Path(k.__file__).parent
     stamps = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in src.glob("*.py"))
-    key = hashlib.sha256(repr((magic, numba.__version__, stamps, num_layers, bias)).encode()
+    what = (num_layers, bias) if dtype == "float32" else (num_layers, bias, dtype,
+                                                          linear_backend)
+    key = hashlib.sha256(repr((magic, numba.__version__, stamps) + what).encode()
                          ).hexdigest()[:16]
     base = pathlib.Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR else src / "__pycache__"
     return base / f"inferlab-kernels-{key}.compiled"
 
 
-def is_compiled(num_layers: int, bias: bool) -> bool:
-    m = _marker(num_layers, bias)
+def is_compiled(num_layers: int, bias: bool, dtype: str = "float32",
+                linear_backend: str = "numba") -> bool:
+    m = _marker(num_layers, bias, dtype, linear_backend)
     return m is None or m.exists()
 
 
-def _tiny_runner(num_layers: int, bias: bool):
-    """A runner over a random model with the engine's layer count, tiny otherwise."""
+def _tiny_runner(num_layers: int, bias: bool, dtype: str = "float32",
+                 linear_backend: str = "numba"):
+    """A runner over a random model with the engine's layer count, dtype and linear backend,
+    tiny otherwise."""
     import torch
     from transformers import LlamaConfig
 
@@ -63,27 +72,30 @@ def _tiny_runner(num_layers: int, bias: bool):
                       num_hidden_layers=num_layers, num_attention_heads=2,
                       num_key_value_heads=1, max_position_embeddings=4096)
     g = torch.Generator().manual_seed(0)
-    r = lambda *shape: torch.randn(*shape, generator=g) * 0.1           # noqa: E731
-    layers = [LayerWeights(torch.ones(64), r(128, 64), r(128) if bias else None, r(64, 64),
-                           torch.ones(64), r(128, 64), r(64, 64)) for _ in range(num_layers)]
+    t = getattr(torch, dtype)
+    r = lambda *shape: (torch.randn(*shape, generator=g) * 0.1).to(t)   # noqa: E731
+    one = lambda: torch.ones(64, dtype=t)                                # noqa: E731
+    layers = [LayerWeights(one(), r(128, 64), r(128) if bias else None, r(64, 64),
+                           one(), r(128, 64), r(64, 64)) for _ in range(num_layers)]
     emb = r(64, 64)
-    w = ModelWeights(cfg, emb, torch.ones(64), emb, layers, 1.0 / 10000 ** (
+    w = ModelWeights(cfg, emb, one(), emb, layers, 1.0 / 10000 ** (
         torch.arange(0, 32, 2).float() / 32), 1.0)
-    return LlamaForward(w, "numba")
+    return LlamaForward(w, linear_backend)
 
 
-def compile_part(part: str, num_layers: int, bias: bool) -> float:
+def compile_part(part: str, num_layers: int, bias: bool, dtype: str = "float32",
+                 linear_backend: str = "numba") -> float:
     """Run one part of the forward code so numba compiles (and caches) its kernels; seconds."""
     import torch
 
     from inferlab import kernels
 
-    from .fused import FusedForward
+    from .fused import FusedForward, HalfDecode
     from .llama import AttentionMetadata
     t0 = time.perf_counter()
-    fwd = _tiny_runner(num_layers, bias)
+    fwd = _tiny_runner(num_layers, bias, dtype, linear_backend)
     bs, nb = 16, 160
-    kc = torch.zeros((num_layers, nb, bs, 1, 32))
+    kc = torch.zeros((num_layers, nb, bs, 1, 32), dtype=fwd.dtype)
     vc = torch.zeros_like(kc)
 
     def meta(counts, starts, backend="numba-cpu"):
@@ -106,11 +118,12 @@ def compile_part(part: str, num_layers: int, bias: bool) -> float:
         pos = torch.tensor([p for n, s in zip(counts, starts) for p in range(s, s + n)])
         forward(ids, pos, m, kc, vc, m.query_start_loc[1:].long() - 1)
 
-    fused = FusedForward(fwd)
+    fused = HalfDecode(fwd) if dtype == "bfloat16" else FusedForward(fwd)
     if part == "decode pass":
         run(fused, [1], [0])
     else:
-        kernels.pack_panels(fwd.embed.numpy())             # (panels may come from the cache)
+        if dtype == "float32":
+            kernels.pack_panels(fwd.embed.numpy())         # (panels may come from the cache)
         for counts, starts in (([3], [0]), ([1, 1], [4, 5]), ([1, 1], [1100, 1100]),
                                ([20], [1100]), ([2, 3], [0, 0])):
             run(fused, counts, starts)                      # serial and parallel kernels
@@ -119,27 +132,32 @@ def compile_part(part: str, num_layers: int, bias: bool) -> float:
     return time.perf_counter() - t0
 
 
-def ensure_compiled(num_layers: int, bias: bool, out=None) -> float | None:
+def ensure_compiled(num_layers: int, bias: bool, out=None, dtype: str = "float32",
+                    linear_backend: str = "numba") -> float | None:
     """Compile every kernel for this CPU unless it already was (then None, instantly).
-    Returns the seconds it took. ``out``: where the one-line notes go (stderr)."""
-    marker = _marker(num_layers, bias)
+    Returns the seconds it took. ``out``: where the one-line notes go (stderr). ``dtype``,
+    ``linear_backend``: the engine's ("float32" or "bfloat16"; bfloat16 compiles its own
+    kernels, for the GEMM the engine runs)."""
+    marker = _marker(num_layers, bias, dtype, linear_backend)
     if marker is None or marker.exists():
         return None
     out = out or (lambda s: print(s, file=sys.stderr, flush=True))
     cores = min(len(PARTS), os.cpu_count() or 1)
-    out(f"inferlab: compiling the engine's kernels for this CPU, once (numba caches them), "
-        f"~{ESTIMATE_S // cores}-{ESTIMATE_S} s ...")
+    which = "" if dtype == "float32" else f" in {dtype}"
+    out(f"inferlab: compiling the engine's kernels{which} for this CPU, once (numba caches "
+        f"them), ~{ESTIMATE_S // cores}-{ESTIMATE_S} s ...")
     t0 = time.perf_counter()
     # plain subprocesses, not multiprocessing: spawn would re-run the user's script or
     # notebook's __main__ in each worker
     code = ("import sys; from inferlab.model.precompile import compile_part; "
-            "compile_part(sys.argv[1], int(sys.argv[2]), sys.argv[3] == '1')")
+            "compile_part(sys.argv[1], int(sys.argv[2]), sys.argv[3] == '1', *sys.argv[4:])")
     failed = []
     # the workers compile the parallel kernels too, whatever this process's thread count
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_NUM_THREADS"}
     for i in range(0, len(PARTS), cores):
         procs = [(p, subprocess.Popen([sys.executable, "-c", code, p, str(num_layers),
-                                       "1" if bias else "0"], env=env, stdout=subprocess.DEVNULL,
+                                       "1" if bias else "0", dtype, linear_backend],
+                                      env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE, text=True))
                  for p in PARTS[i:i + cores]]
         for p, proc in procs:

@@ -151,8 +151,11 @@ class ModelRunner:
         request's measured time to first token. On a CPU that has not compiled the numba
         kernels yet, they are compiled first, on every core, with a note (model/precompile)."""
         if self.backend == "numba-cpu" or self.linear_backend.startswith("numba"):
+            half = self.model.dtype == torch.bfloat16 and self.device.type == "cpu"
             precompile.ensure_compiled(self.model.num_layers,
-                                       self.model.layers[0].bqkv is not None)
+                                       self.model.layers[0].bqkv is not None,
+                                       dtype="bfloat16" if half else "float32",
+                                       linear_backend=self.linear_backend if half else "numba")
         if self.num_blocks >= 1:
             self.prompt_logits([1, 2][: self.block_size * self.num_blocks])
             self.prompt_logits([1])
