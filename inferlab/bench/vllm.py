@@ -104,7 +104,7 @@ def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=pri
                     idle_cpu[other] += tree_cpu_seconds(workers[other].proc.pid) - c0
             wall = time.perf_counter() - t_start
             own_s = _all_cpu(workers) - cpu_start
-            others = others_cpus(busy0, own_s, wall)
+            others = others_cpus(busy0, cpu_busy_seconds(), own_s, wall)
             ours_cpu = own_s / wall
     load_after = os.getloadavg()
     speed = {k: statistics.median(tok_s(r) for r in v) for k, v in runs.items()}

@@ -181,14 +181,14 @@ def cpu_busy_seconds() -> float | None:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
-def others_cpus(busy_before: float | None, own_cpu_s: float, wall_s: float) -> float | None:
-    """How many of our CPUs other processes kept busy on average over the last ``wall_s``
-    seconds, given ``cpu_busy_seconds()`` at their start and the CPU seconds the measured
+def others_cpus(busy_before: float | None, busy_after: float | None, own_cpu_s: float,
+                wall_s: float) -> float | None:
+    """How many of our CPUs other processes kept busy on average over ``wall_s`` seconds,
+    given ``cpu_busy_seconds()`` at their start and end and the CPU seconds the measured
     processes used themselves."""
-    now = cpu_busy_seconds()
-    if busy_before is None or now is None or wall_s <= 0:
+    if busy_before is None or busy_after is None or wall_s <= 0:
         return None
-    return max(0.0, (now - busy_before - own_cpu_s) / wall_s)
+    return max(0.0, (busy_after - busy_before - own_cpu_s) / wall_s)
 
 
 def steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:

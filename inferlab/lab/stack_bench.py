@@ -271,7 +271,7 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
                         f"{m['p50_ttft_ms']:.1f} ms, TPOT p50 {m['p50_tpot_ms']:.1f} ms, "
                         f"{m['output_throughput']:.1f} tok/s")
         timed = time.perf_counter() - t0
-        others = others_cpus(busy0, busy, timed)
+        others = others_cpus(busy0, cpu_busy_seconds(), busy, timed)
         commands = {k: shlex.join(s.argv) for k, s in servers.items()}
     left = {k: s.pgid for k, s in servers.items() if s.pgid and group_alive(s.pgid)}
     load_after = os.getloadavg()[0]
