@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from ..connect.front.machine import cpu_list   # one way to name our CPUs for vLLM
-from ..lab.protocol import BUSY_SHARE, cpu_busy_seconds, others_cpus
+from ..lab.protocol import cpu_busy_seconds, others_cpus, others_warning
 from .common import Worker, WorkerFailed, tok_s, tree_cpu_seconds
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,11 +120,8 @@ def bench_vllm(num_requests=32, prompt_len=64, new_tokens=64, repeats=3, out=pri
     out(f"  load average before {load_before[0]:.2f}, after {load_after[0]:.2f} on {n_cpus} CPUs "
         f"(the workers kept {ours_cpu:.2f} CPUs busy, other processes "
         f"{'unknown' if others is None else f'{others:.2f}'})")
-    warning = None
-    if others is not None and others > BUSY_SHARE * n_cpus:
-        warning = (f"WARNING: busy machine (other processes kept {others:.1f} of our {n_cpus} "
-                   "CPUs busy during the runs, /proc/stat less the engines' own CPU time): "
-                   "these tok/s are not trustworthy")
+    warning = others_warning(others, n_cpus, "the engines'", "tok/s")
+    if warning:
         out(warning)
     return {"requests": num_requests, "prompt_len": prompt_len, "new_tokens": new_tokens,
             "dtype": dtype,

@@ -191,6 +191,17 @@ def others_cpus(busy_before: float | None, busy_after: float | None, own_cpu_s: 
     return max(0.0, (busy_after - busy_before - own_cpu_s) / wall_s)
 
 
+def others_warning(others: float | None, n_cpus: int, own: str, numbers: str) -> str | None:
+    """The busy-machine warning when other processes kept more than ``BUSY_SHARE`` of our
+    CPUs busy (``others_cpus``), or None. ``own``: whose CPU time was left out ("the
+    engines'"); ``numbers``: what is not to be trusted ("tok/s")."""
+    if others is None or others <= BUSY_SHARE * n_cpus:
+        return None
+    return (f"WARNING: busy machine (other processes kept {others:.1f} of our {n_cpus} CPUs "
+            f"busy during the runs, /proc/stat less {own} own CPU time): these {numbers} are "
+            "not trustworthy")
+
+
 def steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
     """The share of the machine's CPU time stolen by the hypervisor between two readings."""
     if before is None or after is None or after[1] <= before[1]:

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from ..connect.front.machine import cpu_list, free_port
 from ..errors import InvalidInputError
-from .protocol import BUSY_SHARE, cpu_busy_seconds, cpus, others_cpus, spread
+from .protocol import cpu_busy_seconds, cpus, others_cpus, others_warning, spread
 from .serving_stacks import (START_TIMEOUT_S, ServerFailed, die_with_parent, group_alive,
                              inferlab_server, reaped, vllm_cli, vllm_server)
 
@@ -275,11 +275,7 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
         commands = {k: shlex.join(s.argv) for k, s in servers.items()}
     left = {k: s.pgid for k, s in servers.items() if s.pgid and group_alive(s.pgid)}
     load_after = os.getloadavg()[0]
-    warning = None
-    if others is not None and others > BUSY_SHARE * cpus():
-        warning = (f"WARNING: busy machine (other processes kept {others:.1f} of our "
-                   f"{cpus()} CPUs busy during the runs, /proc/stat less the servers' and "
-                   "the client's own CPU time): these latencies are not trustworthy")
+    warning = others_warning(others, cpus(), "the servers' and the client's", "latencies")
     return portable({"config": {**cfg, "rates": [rate_key(r) for r in cfg["rates"]], "seed": seed,
                        "max_num_seqs": max_num_seqs, "max_model_len": max_model_len,
                        "against": against,
