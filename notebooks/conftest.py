@@ -1,7 +1,12 @@
 """pytest collects the notebooks (nbval): run them in smoke mode, small and fast."""
 import os
+import pathlib
+import sys
 
 import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+import tiers  # noqa: E402 - tests/tiers.py: the same tiers when notebooks/ runs alone
 
 os.environ["INFERLAB_SMOKE"] = "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -18,6 +23,8 @@ def pytest_collection_modifyitems(config, items):
     any cell's error, as nbval would (--nbval-lax: no outputs are compared, there are no
     NBVAL_CHECK_OUTPUT cells), and on a console error besides. Without the browser test (make
     test-fast, -m "not browser", a run of notebooks/ alone) nbval runs every notebook."""
+    if tiers.ALL_ITEMS not in config.stash:     # notebooks/ alone: tests/conftest.py not loaded
+        tiers.select(config, items)
     browser = [i for i in items if i.nodeid.startswith("tests/test_browser_notebooks.py::")]
     if not browser:
         return
