@@ -1,12 +1,27 @@
 import os
+import shutil
+import tempfile
 
 import pytest
+import tiers
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Kernels, JupyterLab and chromium share these CPUs with the test process: OpenMP threads that
 # spin while they wait make every one of them 5-30x slower (docs/results/omp-wait-amd.txt).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Measure once, read many: each chapter's measurement runs once per test session, and the
+# fixtures, the tests and the notebook kernels nbval starts all read it (lab/measure_cache.py).
+# Set it yourself to keep the measurements across sessions while you work on a figure.
+_MEASURE_CACHE = None
+if not os.environ.get("INFERLAB_MEASURE_CACHE"):
+    _MEASURE_CACHE = os.environ["INFERLAB_MEASURE_CACHE"] = tempfile.mkdtemp(
+        prefix="inferlab-measure-")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _MEASURE_CACHE:
+        shutil.rmtree(_MEASURE_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +45,13 @@ def claims_smoke():
     from inferlab.lab import claims
     return claims.run_all(smoke=True)
 
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The default tier unless INFERLAB_TIER says otherwise (tests/tiers.py)."""
+    tiers.select(config, items)
+
+
+def pytest_report_header(config):
+    return tiers.header(config)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from .. import palette, protocol
+from .. import measure_cache, palette, protocol
 from ..verdicts import (AFTER, COUNTS, ENTER, FAILS, ILLUSTRATION, Claim, Verdict, direction,
                         pct, wall_warning)
 from . import _kit
@@ -141,6 +141,7 @@ def replay_turns(eng, turns, keep=None) -> list[dict]:
     return rows
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None,
             caching: tuple[bool, bool] = (False, True), wall_turns=None) -> dict:
     """The 20-turn conversation on SmolLM2 without and with prefix caching (``caching``:

@@ -7,7 +7,7 @@ KV cache memory for as long as the conversation lives.
 """
 from __future__ import annotations
 
-from .. import palette, protocol
+from .. import measure_cache, palette, protocol
 from ..verdicts import AFTER, COUNTS, ENTER, Claim, Verdict, clock_note, direction, ms, x
 from . import _kit
 from ._ch02_tokenizers import (EXTRA_TEXTS, judge_tokenizers, measure_tokenizers,  # noqa: F401
@@ -53,6 +53,7 @@ def pieces(tok, text: str) -> list[str]:
     return [tok.decode([i]) for i in tok.encode(text, add_special_tokens=False)]
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, deterministic: bool = False, texts: dict | None = None,
             tokenizers=None) -> dict:
     """Each language's message through SmolLM2's tokenizer (``texts``: {language: text},

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import palette, protocol
+from .. import measure_cache, palette, protocol
 from ..verdicts import (AFTER, ENTER, FAILS, HOLDS, HOLDS_SMALLER, UNMEASURABLE, Claim, Verdict,
                        clock_note, direction, ms, wall_warning, worst, x)
 from . import _kit
@@ -85,6 +85,7 @@ def roofline(gpu="H100", model="llama-3-8b", lengths=(32, 512, 8192)) -> dict:
             "ridge": peak / bw, "points": pts}
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None,
             with_fit: bool = True, wall_lengths=None) -> dict:
     """The sweep priced on the simulated H100 (a projection) and, unless ``deterministic``,

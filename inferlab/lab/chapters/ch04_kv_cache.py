@@ -13,7 +13,7 @@ clock, how many tokens per second come out.
 """
 from __future__ import annotations
 
-from .. import palette, protocol
+from .. import measure_cache, palette, protocol
 from ..verdicts import (ENTER, FAILS, HOLDS, HOLDS_SMALLER, PAGED, Claim, Verdict,
                        against_published, clock_note, pct, x)
 from . import _kit
@@ -76,6 +76,7 @@ def _mean_running(trace) -> float:
     return sum(r.num_running * (r.t_end - r.t_start) for r in recs) / span if span else 0.0
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, deterministic: bool = False, arms: dict | None = None) -> dict:
     """Slot counts and the simulated H100 clock only, so every run gives the same data.
     ``arms``: the layout each named run uses (default its own; a test runs "paged" as

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 
-from .. import palette, protocol
+from .. import measure_cache, palette, protocol
 from ..verdicts import (ANYSCALE, ENTER, FAILS, ORCA, UNMEASURABLE, Claim, Verdict,
                        against_published, clock_note, direction, ideal_batching_gain, ms,
                        wall_warning, x)
@@ -110,6 +110,7 @@ def wall_label(run: dict) -> str:
             f"{run['ratio']:.2f}x")
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None,
             arms: dict | None = None) -> dict:
     """Static and continuous batching on the chapter's chat requests: on this machine's

@@ -13,7 +13,7 @@ effect. Pass clock="wall" to measure this machine instead.
 from __future__ import annotations
 
 import numpy as np
-from .. import palette
+from .. import measure_cache, palette
 from ..verdicts import AFTER, PROJECTION, SARATHI, Claim, Verdict, clock_note, direction, ms, x
 
 TITLE = "Chunked prefill and in-flight batching"
@@ -77,6 +77,7 @@ def run(chunked: bool, reqs: list[dict], model=None, chunk: int = 256, **engine_
             "arrivals": [r["arrival"] for r in reqs if r["id"].startswith("long")]}
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, clock: str | None = None, chunk: int | None = None) -> dict:
     s = _sizes(smoke)
     chunk = chunk or s["chunk"]

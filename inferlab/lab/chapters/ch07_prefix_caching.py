@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 
 import numpy as np
-from .. import palette
+from .. import measure_cache, palette
 from ..verdicts import (AFTER, COUNTS, ENTER, FAILS, ILLUSTRATION, Claim, Verdict, clock_note,
                         direction, ms, pct, worst, x)
 
@@ -103,6 +103,7 @@ def arriving_together(ahead: bool, s: dict, seed: int = 0, **kw) -> dict:
             "ttft": [o.metrics.ttft for o in outs]}
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, caching: tuple[bool, bool] = (False, True),
             **engine_kw) -> dict:
     """The agent loop and the shared system prompt without and with prefix caching

@@ -20,7 +20,7 @@ model: a projection, deterministic, the same figure every run).
 """
 from __future__ import annotations
 
-from .. import palette, protocol
+from .. import measure_cache, palette, protocol
 from ..verdicts import (ENTER, FAILS, HOLDS, HOLDS_SMALLER, LABS_OWN, Claim, Verdict, clock_note,
                         direction, ms, no_wall_run, pct, wall_warning, worst, x)
 
@@ -149,6 +149,7 @@ def _engine(model, clock: str, sim_model: str | None):
     return eng
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, deterministic: bool = False, user: str = USER,
             repeats: int | None = None, model: str | None = None, clock: str = "H100",
             sim_model: str | None = "llama-3-8b", input_check: bool = True,

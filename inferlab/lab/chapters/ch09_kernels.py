@@ -16,7 +16,7 @@ import os
 import re
 import statistics
 
-from .. import palette, protocol
+from .. import measure_cache, palette, protocol
 from ..verdicts import (AFTER, FAILS, HOLDS, HOLDS_SMALLER, LABS_OWN, MQA, PAGED, UNMEASURABLE,
                        Claim, Verdict, clock_note, direction, wall_warning, worst, x)
 
@@ -100,6 +100,7 @@ def recorded_gpu_numbers(path: str | None = None) -> dict:
     return {"recorded": recorded, "note": heading}
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, repeats: int | None = None, rounds: int | None = None) -> dict:
     """Each shape's benchmark (median of ``repeats`` calls per kernel) runs ``rounds`` times,
     the shapes interleaved (S1 S2 S3 S1 S2 S3 ...), under a busy check: every row holds the

@@ -14,7 +14,7 @@ from inferlab.sim.costmodel import allreduce_time, step_time, tensor_parallel
 from inferlab.sim.gpus import GB
 from inferlab.sim.profiles import get_gpu
 
-from .. import palette
+from .. import measure_cache, palette
 from ..verdicts import (FAILS, HOLDS, LABS_OWN, MEGATRON, PROJECTION, UNMEASURABLE, Claim,
                         Verdict, x)
 
@@ -46,6 +46,7 @@ def plan(gpu_name: str, model: str, tps=(1, 2, 4, 8), batch: int = 32, context: 
     return rows
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, gpu: str = "H100", models=("llama-3-8b", "llama-3-70b"),
             batch: int = 32, context: int = 2048) -> dict:
     # The cost model is cheap, so smoke and full are the same computation.

@@ -15,7 +15,7 @@ engine's own sampler filter (``inferlab.model.sampler.filter_logits``).
 """
 from __future__ import annotations
 
-from .. import palette
+from .. import measure_cache, palette
 from ..verdicts import (AFTER, COUNTS, FAILS, HOLDS, LABS_OWN, NUCLEUS, Claim, Verdict,
                         clock_note, direction, ms, no_wall_run, pct, x)
 from . import _kit
@@ -130,6 +130,7 @@ def answers(eng, ids: list[int], seeds: int, max_tokens: int,
             "temperature": temperature, "top_p": ANSWER_TOP_P}
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, deterministic: bool = False, model: str | None = None,
             repeats: int | None = None, temperature: float = ANSWER_TEMPERATURE,
             lengths=None, kv_arms=("with", "without"), rtts=RTTS, near_pairs=None) -> dict:

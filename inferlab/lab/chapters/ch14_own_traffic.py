@@ -31,7 +31,7 @@ import json
 import threading
 import time
 
-from .. import palette, protocol
+from .. import measure_cache, palette, protocol
 from ..verdicts import AFTER, Claim
 from . import _ch14_stacks, _kit
 from ._ch14_stacks import judge_stacks, stacks_lines  # noqa: F401 (the notebook prints them)
@@ -230,6 +230,7 @@ def idle_state(eng) -> dict:
             "prefix_hits": st.prefix_cache_hits, "prefix_queries": st.prefix_cache_queries}
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, deterministic: bool = False, model: str | None = None) -> dict:
     """The chapter end to end without the views (``inferlab figures``): serve, run the agent
     loop and (unless ``deterministic``: its timings depend on the machine) the burst, stop."""

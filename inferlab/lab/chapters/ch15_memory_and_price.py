@@ -11,7 +11,7 @@ tokens it computes; every live token keeps its keys and values in the KV cache):
 """
 from __future__ import annotations
 
-from .. import palette
+from .. import measure_cache, palette
 from ..verdicts import AFTER, ENTER, PAGED, Claim, no_wall_run
 from . import _kit
 from ._ch15_capacity import capacity_lines, judge_long_context, measure_capacity
@@ -33,6 +33,7 @@ def sizes(smoke: bool) -> dict:
                 requests=8, cap_decode=16, mem_requests=16, mem_prompt=256, mem_blocks=512)
 
 
+@measure_cache.shared
 def measure(smoke: bool = False, deterministic: bool = False, model: str | None = None,
             parts=("price", "capacity", "memory"), one_token_per_step: bool = False,
             fits: int | None = FITS, memory_model: str | None = None,
