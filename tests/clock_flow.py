@@ -251,3 +251,39 @@ def timed_asserts(source: str, filename: str = "<string>") -> list[str]:
         if state == (m.timed_funcs, m.attrs):
             return [text for _, text in sorted(found)]
         state = (set(m.timed_funcs), set(m.attrs))
+
+
+SLEEPS = {"sleep", "wait_for_timeout"}
+NOT_A_WAIT = "# not a wait"
+
+
+def hand_waits(source: str, filename: str = "<string>") -> list[str]:
+    """'file:line: ...' for every wait written by hand instead of ``waiting.wait_until``: a
+    loop that sleeps between its tries (``for _ in range(60): ... time.sleep(0.5)``), or a
+    deadline computed from a clock read (``end = time.monotonic() + 10``); looked for in the
+    code and in every string that holds a script (a subprocess's or a kernel's code). A loop
+    that sleeps to pace itself, not to wait, says ``# not a wait`` on its line."""
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        line = lines[node.lineno - 1] if hasattr(node, "lineno") else ""
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and NOT_A_WAIT not in line:
+            sleeps = [c for c in ast.walk(node) if isinstance(c, ast.Call)
+                      and (_dotted(c.func) or "").rsplit(".", 1)[-1] in SLEEPS]
+            if sleeps:
+                found.append(f"{filename}:{node.lineno}: a loop that sleeps between tries: "
+                             f"{line.strip()}")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            reads = [s for s in (node.left, node.right) if isinstance(s, ast.Call)
+                     and (_dotted(s.func) or "").rsplit(".", 1)[-1] in CLOCK_CALLS | {"time"}]
+            if reads:
+                found.append(f"{filename}:{node.lineno}: a deadline from a clock read: "
+                             f"{line.strip()}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "\n" in node.value:
+            try:
+                ast.parse(node.value)
+            except SyntaxError:
+                continue
+            found += [f"{filename}:{node.lineno} (in a script): {f.split(': ', 1)[1]}"
+                      for f in hand_waits(node.value)]
+    return found

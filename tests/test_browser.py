@@ -17,6 +17,7 @@ import pytest
 
 from inferlab.lab import palette
 from inferlab.tools.jupyter import CHROMIUM, browser_page, run_all, write_notebook
+from waiting import wait_until
 
 pytestmark = pytest.mark.browser
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -116,12 +117,23 @@ def test_views_in_jupyterlab(lab_server, tmp_path):
     bad = [e for e in errors if "inferlab" in e or "anywidget" in e.lower() or "il-" in e
            or "Uncaught" in e]
     assert not bad, bad
-    # every kind of view drew (how fast is `inferlab bench widgets`' business, not a test's)
-    assert sum(n > 0 for n in draws) >= 4, draws
+    # every view drew, each named (how fast is `inferlab bench widgets`' business, not a test's)
+    assert set(draws) == set(ROOTS) | set(LAB_VIEWS), draws
+    assert all(n > 0 for n in draws.values()), draws
     for name in ("token_stream.png", "scheduler_timeline.png", "kv_block_map.png", "lab.png",
                  "batching_comparison.png", "vllm_prefix_cache.png",
                  "scheduler_timeline_dark.png"):
         assert (tmp_path / name).stat().st_size > 5000
+
+
+# the Lab's own views, by their root's class
+LAB_VIEWS = ("lab:il-timeline", "lab:il-kv-map", "lab:il-token-stream")
+# JS: how many times each view drew (common.js counts a plot's redraws on its root)
+DRAWS = """([keys, lab]) => {
+    const n = e => e ? parseInt(e.dataset.draws || '0', 10) : -1, out = {};
+    for (const k of keys) out[k] = n(document.querySelector('#il-view-' + k));
+    for (const k of lab) out[k] = n(document.querySelector('.il-lab .' + k.slice(4)));
+    return out; }"""
 
 
 def _tag(page) -> None:
@@ -147,14 +159,15 @@ def _same_as_figure(page, key: str, expected: dict) -> None:
     """The plot's title and legend entries in the page are those of ``figure()``."""
     want = {"title": _plain(expected["title"]), "legend": sorted(expected["legend"])}
     assert want["title"] and want["legend"], (key, want)
-    got = None
-    for _ in range(240):            # the last redraw may still be on its way (throttled)
-        got = page.evaluate(PLOT_TEXT, f"#il-view-{key}")
-        got = {"title": _plain(got["title"]), "legend": sorted(got["legend"])}
-        if got == want:
-            return
-        page.wait_for_timeout(250)
-    assert got == want, key
+    got = {}
+
+    def same() -> bool:             # the last redraw may still be on its way (throttled)
+        seen = page.evaluate(PLOT_TEXT, f"#il-view-{key}")
+        got.update(title=_plain(seen["title"]), legend=sorted(seen["legend"]))
+        return got == want
+
+    wait_until(same, 60, interval=0.25, sleep=lambda s: page.wait_for_timeout(s * 1000),
+               what=lambda: f"{key}'s plot to show {want}; it shows {got}")
 
 
 def _rgb(hex_colour: str) -> str:
@@ -186,10 +199,9 @@ def _drive(page, url, token, tmp_path, root):
         _tag(page)
         page.wait_for_function("() => !!document.querySelector('#il-view-vkv .gtitle')",
                                timeout=60_000)
-        for _ in range(240):
-            if (root / "expected.json").exists():
-                break
-            page.wait_for_timeout(250)
+        wait_until((root / "expected.json").exists, 60, interval=0.25,
+                   sleep=lambda s: page.wait_for_timeout(s * 1000),
+                   what="the notebook to write each view's figure() to expected.json")
         expected = json.loads((root / "expected.json").read_text())
         assert set(expected) == set(ROOTS)
         for key, exp in expected.items():
@@ -234,7 +246,6 @@ def _drive(page, url, token, tmp_path, root):
         page.hover(".lm-Menu-itemLabel:text-is('Theme')")
         page.click(".lm-Menu-itemLabel:text-is('JupyterLab Dark')")
         page.wait_for_function("document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
-        page.wait_for_timeout(1500)
         assert page.evaluate("document.body.dataset.jpThemeLight") == "false"
         # every plot is redrawn in the dark template: its paper and its text change colour
         dark = {"bg": _rgb(palette.NEUTRAL["dark"]["bg"]), "fg": _rgb(palette.NEUTRAL["dark"]["fg"])}
@@ -246,5 +257,4 @@ def _drive(page, url, token, tmp_path, root):
                           ("token_stream_dark.png", "ts"), ("batching_comparison_dark.png", "cmp"),
                           ("vllm_prefix_cache_dark.png", "vkv")]:
             _shot(page, f"#il-view-{key}", name, tmp_path)
-        return page.evaluate("[...document.querySelectorAll('.il-view')]"
-                             ".map(e => parseInt(e.dataset.draws || '0', 10))")
+        return page.evaluate(DRAWS, [list(ROOTS), list(LAB_VIEWS)])

@@ -19,6 +19,7 @@ views to draw, and has its kernel shut down before the next one starts.
 import json
 import os
 import pathlib
+import re
 import shutil
 import tempfile
 import time
@@ -43,13 +44,33 @@ def has_widgets(nb: pathlib.Path) -> bool:
             or "ipywidgets" in code)
 
 
+def view_kinds(nb: pathlib.Path) -> set[str]:
+    """The inferlab views a notebook shows: the classes its source imports from
+    inferlab.widgets (the committed outputs keep no anywidget state: nb_outputs strips it)."""
+    import inferlab.widgets as views
+    src = nb.with_suffix(".py")
+    code = src.read_text(encoding="utf-8") if src.exists() else ""
+    names = set()
+    for m in re.finditer(r"from inferlab\.widgets(?:\.\w+)? import (\([^)]*\)|[^\n]+)", code):
+        names |= set(re.findall(r"\w+", m.group(1)))
+    return names & (set(views.__all__) - {"View"})
+
+
 def widget_kinds(nb: pathlib.Path) -> set[str]:
-    """The kinds of widget the notebook's committed outputs show, from the widget state saved
-    with them: an inferlab view by its class (anywidget's id), any other model by its name."""
+    """The kinds of widget the notebook shows: its inferlab views by class, and every other
+    widget model by its name, from the widget state saved with the committed outputs."""
     meta = json.loads(nb.read_text(encoding="utf-8"))["metadata"]
     state = meta.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    return {m["state"].get("_anywidget_id") or f"{m['model_module']}.{m['model_name']}"
-            for m in state.values()}
+    return view_kinds(nb) | {f"{m['model_module']}.{m['model_name']}" for m in state.values()
+                             if m["model_module"] != "anywidget"}
+
+
+def view_selector(kind: str) -> str:
+    """A view's root element in the page: the class its ESM gives it (the Lab: .il-lab)."""
+    import inferlab.widgets as views
+    if kind == "Lab":
+        return ".il-lab"
+    return "." + re.search(r'"il-view (il-[a-z-]+)"', getattr(views, kind)._esm).group(1)
 
 
 def covering(every: list[pathlib.Path]) -> list[pathlib.Path]:
@@ -143,14 +164,39 @@ def run_all(page, url, token, name) -> dict:
     wait_until(finished, CELL_TIMEOUT_MS / 1000, interval=1,
                sleep=lambda s: page.wait_for_timeout(s * 1000),
                what=lambda: f"Run All in {name}: {state['done']} of {state['cells']} cells run")
-    page.wait_for_timeout(3000)                 # let the last views render and draw
+    if state["errors"]:
+        return state
+    # each view the notebook shows is in the page and has drawn (its draw counter)
+    selectors = {k: view_selector(k) for k in view_kinds(ROOT / "notebooks" / name)}
+    drawn: dict = {}
+
+    def all_drawn() -> bool:
+        drawn.update(page.evaluate(DRAWN, selectors))
+        return all(n > 0 for n in drawn.values())
+
+    try:
+        wait_until(all_drawn, 120, interval=0.5, sleep=lambda s: page.wait_for_timeout(s * 1000))
+    except TimeoutError:
+        pass                                    # reported below, view by view
+    state["drawn"] = dict(drawn)
     return state
+
+
+# JS: for each kind, the least number of draws among its views in the page (-1: none there);
+# a view's root counts its plot's redraws (common.js), the Lab by the views inside it
+DRAWN = """sels => { const out = {};
+  for (const [k, sel] of Object.entries(sels)) {
+    const roots = [...document.querySelectorAll(sel)];
+    const views = roots.flatMap(r => r.matches('.il-view') ? [r] : [...r.querySelectorAll('.il-view')]);
+    out[k] = views.length ? Math.min(...views.map(v => parseInt(v.dataset.draws || '0', 10))) : -1;
+  }
+  return out; }"""
 
 
 def test_notebooks_run_with_a_clean_console(lab):
     from playwright.sync_api import sync_playwright
     url, token, root = lab
-    problems, report = [], []
+    problems, report, drew = [], [], set()
     with sync_playwright() as p:
         for name in NOTEBOOKS:
             errors: list[str] = []
@@ -171,6 +217,11 @@ def test_notebooks_run_with_a_clean_console(lab):
                 problems.append(f"{name}: a cell failed: {state['errors'][0]}")
             elif state.get("cells", 0) <= 0 or state["done"] != state["cells"]:
                 problems.append(f"{name}: ran {state.get('done')} of {state.get('cells')} cells")
+            else:
+                problems += [f"{name}: the {k} view " + ("is not in the page" if n < 0
+                                                          else "never drew")
+                             for k, n in state["drawn"].items() if n <= 0]
+                drew |= {k for k, n in state["drawn"].items() if n > 0}
             problems += [f"{name}: console: {e}" for e in errors]
     print("\n".join(report))
     assert TOUR in NOTEBOOKS or os.environ.get("INFERLAB_BROWSER_NOTEBOOKS")
@@ -179,4 +230,7 @@ def test_notebooks_run_with_a_clean_console(lab):
         shown = set().union(*(widget_kinds(p) for p in every))
         run = set().union(*(widget_kinds(ROOT / "notebooks" / n) for n in NOTEBOOKS))
         assert shown <= run, sorted(shown - run)
+        views = set().union(*(view_kinds(p) for p in every))
+        assert views >= {"Lab", "TokenStream", "VllmPrefixCache"}, views   # read from sources
+        assert views <= drew or problems, sorted(views - drew)             # and drawn here
     assert not problems, "\n".join(problems + ["", *report])

@@ -25,7 +25,7 @@ CELLS = [
     "tl = SchedulerTimeline(eng, title='live across a reload'); tl",
     "stop = threading.Event()\n"
     "def background():\n"
-    "    for i in range(2000):               # a long run, in small workloads\n"
+    "    for i in range(2000):   # not a wait: a long run, in small workloads\n"
     "        if stop.is_set():\n"
     "            return\n"
     "        run_workload(eng, synthetic(3, prompt_len=Uniform(8, 24), "

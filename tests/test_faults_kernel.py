@@ -9,9 +9,9 @@ idle kernel hands it to the running Labs, which stop as their Stop button does
 (``widgets/lab.py``).
 """
 import queue
-import time
 
 import pytest
+from waiting import wait_until
 
 import jupyter_client  # a dependency of jupyterlab: missing means a broken setup, not a skip
 
@@ -64,14 +64,16 @@ class Kernel:
     def wait(self, msg_id: str, timeout: float = 300, until: str | None = None) -> dict:
         """Read iopub for ``msg_id`` until its reply (or until ``until`` is printed);
         returns {"status", "ename", "out"}."""
-        out, end = [], time.monotonic() + timeout
-        while time.monotonic() < end:
+        out: list[str] = []
+
+        def reply():
+            """One iopub message read; the result once ``msg_id`` is done, else None."""
             try:
                 msg = self.kc.get_iopub_msg(timeout=1)
             except queue.Empty:
-                continue
+                return None
             if msg["parent_header"].get("msg_id") != msg_id:
-                continue
+                return None
             kind, content = msg["msg_type"], msg["content"]
             if kind == "stream":
                 out.append(content["text"])
@@ -80,12 +82,15 @@ class Kernel:
             elif kind == "error":
                 out.append(f"{content['ename']}: {content['evalue']}")
             elif kind == "status" and content["execution_state"] == "idle":
-                reply = self.kc.get_shell_msg(timeout=30)
-                while reply["parent_header"].get("msg_id") != msg_id:
-                    reply = self.kc.get_shell_msg(timeout=30)
-                return {"status": reply["content"]["status"],
-                        "ename": reply["content"].get("ename"), "out": "".join(out)}
-        raise TimeoutError(f"no reply in {timeout} s; output so far: {''.join(out)[-2000:]}")
+                shell = self.kc.get_shell_msg(timeout=30)
+                while shell["parent_header"].get("msg_id") != msg_id:
+                    shell = self.kc.get_shell_msg(timeout=30)
+                return {"status": shell["content"]["status"],
+                        "ename": shell["content"].get("ename"), "out": "".join(out)}
+            return None
+
+        return wait_until(reply, timeout, interval=0,
+                          what=lambda: f"the reply; output so far: {''.join(out)[-2000:]}")
 
     def run(self, code: str, timeout: float = 300) -> dict:
         r = self.wait(self.start(code), timeout)
@@ -132,6 +137,7 @@ def test_interrupt_during_stream(kernel):
                "views = [SchedulerTimeline(eng)]; eng.subscribe(marker())")
     r = kernel.interrupt_during(
         "for d in eng.stream('a story', il.SamplingParams(max_tokens=1500, ignore_eos=True)):"
+        "  # not a wait"
         "\n    time.sleep(0.005)     # a reader's loop: printing, drawing")
     assert r["status"] == "error" and r["ename"] == "KeyboardInterrupt", r
     assert "CHECKED" in kernel.run("check(eng, views)")["out"]
@@ -140,13 +146,13 @@ def test_interrupt_during_stream(kernel):
 def test_interrupt_while_the_lab_runs_in_the_background(kernel):
     kernel.run("lab = Lab('tiny', workload_kind='random tokens: synthetic', num_requests=200, rate=0.0, max_num_seqs=4); lab.start()")
     # the cell has returned: the kernel is idle while the run goes on in its thread
-    for _ in range(1500):                   # up to about 5 minutes on a busy machine
+    def five_steps() -> bool:
         if kernel.value("len(lab.trace) if lab.trace is not None else 0") >= 5:
-            break
-        assert kernel.value("lab.running"), kernel.value("lab.status.value")
-        time.sleep(0.2)
-    else:
-        pytest.fail("the Lab's run made no 5 steps")
+            return True
+        assert kernel.value("lab.running"), kernel.value("lab.status.value")  # still going
+        return False
+
+    wait_until(five_steps, 300, interval=0.2, what="the Lab's run to make 5 steps")
     kernel.km.interrupt_kernel()            # the kernel is idle: no cell gets it
     kernel.run("lab.thread.join(120); assert not lab.running")
     status = kernel.value("lab.status.value")

@@ -3,7 +3,6 @@ import re
 import shlex
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -51,17 +50,17 @@ def test_lab_refuses_requests_without_its_token(tmp_path):
         port, token = wait_until(url_printed, 120, interval=0, what=lambda: (
             "the lab's URL with its token; its log:\n" + "".join(log)[-3000:])).groups()
         url = f"http://127.0.0.1:{port}/api/status"
-        code = None
-        for _ in range(60):          # the URL is printed just before the socket listens
+
+        def answer():                # the URL is printed just before the socket listens
             try:
                 urllib.request.urlopen(url, timeout=10)
-                code = 200
+                return 200
             except urllib.error.HTTPError as e:
-                code = e.code
+                return e.code
             except urllib.error.URLError:
-                time.sleep(0.5)
-                continue
-            break
+                return None
+
+        code = wait_until(answer, 30, interval=0.5, what="the lab to answer on its port")
         assert code == 403, f"without the token the server answered {code}"
         with urllib.request.urlopen(f"{url}?token={token}", timeout=10) as r:
             assert r.status == 200

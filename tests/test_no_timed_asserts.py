@@ -21,7 +21,7 @@ import pathlib
 
 import pytest
 
-from clock_flow import HELPER, timed_asserts
+from clock_flow import HELPER, hand_waits, timed_asserts
 from waiting import wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -233,3 +233,41 @@ def test_the_wait_helper_returns_the_value_or_names_what_it_waited_for():
         wait_until(lambda: False, 0, what="the third token")
     with pytest.raises(TimeoutError, match="lambda: False"):
         wait_until(lambda: False, 0)
+
+
+def test_every_wait_goes_through_the_helper():
+    """A hand-written wait (a loop sleeping between tries, a deadline from a clock read) in a
+    test, a notebook, or a script a test runs: waiting.wait_until instead. This file's own
+    samples and the helper itself are the exceptions."""
+    skip = {"waiting.py", "test_no_timed_asserts.py"}
+    offenders = [o for f in sources() if f.name not in skip
+                 for o in hand_waits(f.read_text(encoding="utf-8"), str(f.relative_to(ROOT)))]
+    assert not offenders, f"waits written by hand (use {HELPER}):\n" + "\n".join(offenders)
+
+
+def test_checker_finds_hand_written_waits():
+    bad = '''
+import time
+for _ in range(50):
+    if ready():
+        break
+    time.sleep(0.1)
+end = time.monotonic() + 10
+async def f():
+    while not done():
+        await asyncio.sleep(0.01)
+def g(page):
+    for _ in range(240):
+        page.wait_for_timeout(250)
+for d in stream():   # not a wait
+    time.sleep(0.005)
+SCRIPT = """
+import time
+end = time.time() + 10
+while time.time() < end:
+    pass
+"""
+'''
+    found = hand_waits(bad, "bad.py")
+    assert [f.split(":")[1].split(" ")[0] for f in found] == ["3", "7", "9", "12", "16"], found
+    assert "(in a script)" in found[-1] and "deadline" in found[-1]

@@ -270,11 +270,11 @@ def test_more_than_max_pending_at_once_get_a_clean_503(srv, eng, rec):
 
     async def overload():
         tasks = [asyncio.ensure_future(one()) for _ in range(24)]
+        twenty = asyncio.Event()
+        for t in tasks:
+            t.add_done_callback(lambda _: sum(t.done() for t in tasks) >= 20 and twenty.set())
         try:
-            for _ in range(12000):          # the 20 refusals come back while 4 are held
-                if sum(t.done() for t in tasks) >= 20:
-                    break
-                await asyncio.sleep(0.01)
+            await asyncio.wait_for(twenty.wait(), 120)   # the 20 refusals, while 4 are held
             rec.release.set()
             return await asyncio.gather(*tasks)
         finally:
