@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.inferlab-setup
 NOTEBOOK ?= notebooks/00_tour.ipynb
 
-.PHONY: setup lab test test-fast bench figures chromium clean notebooks notebooks-sync vllm
+.PHONY: setup lab test test-all test-shard test-fast bench figures chromium clean notebooks notebooks-sync vllm
 
 setup: $(STAMP)
 
@@ -55,11 +55,21 @@ lab: setup
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --no-browser \
 	  --LabApp.news_url=None $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(NOTEBOOK)
 
+# Two tiers (tests/tiers.py): `make test` proves every promise once (what CI runs first);
+# `make test-all` adds the full tier; `make test-shard SHARD=K` runs the full tier's shard K of
+# 4 (CI runs one, rotating with the commit); `make test-fast`: no model, browser or vLLM.
 test: setup chromium vllm
 	$(PY) -m pytest -q
 
+test-all: setup chromium vllm
+	INFERLAB_TIER=all $(PY) -m pytest -q
+
+SHARD ?= 0
+test-shard: setup chromium vllm
+	INFERLAB_TIER=full:$(SHARD)/4 $(PY) -m pytest -q
+
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not browser"
+	$(PY) -m pytest -q -m "not slow and not browser and not vllm" tests
 
 bench: setup
 	$(VENV)/bin/inferlab bench engine

@@ -55,3 +55,19 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_report_header(config):
     return tiers.header(config)
+
+
+@pytest.fixture(scope="session")
+def jupyter(tmp_path_factory):
+    """One JupyterLab for every browser test of the session (tests/shared_lab.py); its
+    kernels run notebooks in smoke mode."""
+    from inferlab.tools.jupyter import CHROMIUM, jupyterlab
+    from shared_lab import SharedLab
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
+    import playwright  # noqa: F401 - a dev dependency: missing means a broken setup
+    root = tmp_path_factory.mktemp("jupyter")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("INFERLAB_SMOKE", "1")            # the kernels inherit the server's env
+        with jupyterlab(root) as (url, token):
+            yield SharedLab(url, token, root)

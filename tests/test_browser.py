@@ -6,7 +6,6 @@ Lab's run and stop buttons work, the console stays clean, in the light and the d
 (the plots recolour). Screenshots go to a temp dir and build/screenshots/.
 """
 import json
-import os
 import pathlib
 import re
 import shutil
@@ -16,7 +15,7 @@ import urllib.request
 import pytest
 
 from inferlab.lab import palette
-from inferlab.tools.jupyter import CHROMIUM, browser_page, run_all, write_notebook
+from inferlab.tools.jupyter import browser_page, run_all, write_notebook
 from waiting import wait_until
 
 pytestmark = pytest.mark.browser
@@ -68,14 +67,10 @@ def _notebook(path):
 
 
 @pytest.fixture(scope="module")
-def lab_server(tmp_path_factory):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
-    import playwright  # noqa: F401 - a dev dependency: missing means a broken setup
-    from inferlab.tools.jupyter import jupyterlab   # one way to start a lab, shared
-    root = tmp_path_factory.mktemp("labroot")
-    _notebook(root / "views.ipynb")
-    with jupyterlab(root) as (url, token):
+def lab_server(jupyter):
+    """The session's JupyterLab (tests/shared_lab.py), this module's folder in it."""
+    with jupyter.folder("views") as (url, token, root):
+        _notebook(root / "views.ipynb")
         yield url, token, root
 
 
@@ -183,7 +178,7 @@ THEME_JS = """sel => {
 
 def _drive(page, url, token, tmp_path, root):
         _put_setting(url, token, "notification", {"fetchNews": "false"})
-        run_all(page, url, token, "views.ipynb")
+        run_all(page, url, token, "views/views.ipynb")
         # live: each view shows real content while the workload runs
         page.wait_for_selector(".il-token-stream .js-plotly-plot .point", timeout=90_000, state="attached")
         page.wait_for_selector(".il-timeline .js-plotly-plot .point", timeout=30_000, state="attached")

@@ -1,12 +1,11 @@
 """Browser test of the Lab's what-if loop in a real JupyterLab (Debian chromium): two runs
 with different knobs, chosen and run through the page, each adding a row to the runs table,
 then Compare puts them side by side. The console stays clean."""
-import os
 import shutil
 
 import pytest
 
-from inferlab.tools.jupyter import CHROMIUM, browser_page, run_all, write_notebook
+from inferlab.tools.jupyter import browser_page, run_all, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -15,13 +14,10 @@ CELLS = ["from inferlab.widgets import Lab\n"
 
 
 @pytest.fixture(scope="module")
-def lab_server(tmp_path_factory):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
-    from inferlab.tools.jupyter import jupyterlab
-    root = tmp_path_factory.mktemp("labruns")
-    write_notebook(root / "lab.ipynb", CELLS)
-    with jupyterlab(root) as (url, token):
+def lab_server(jupyter):
+    """The session's JupyterLab (tests/shared_lab.py), this module's folder in it."""
+    with jupyter.folder("labruns") as (url, token, root):
+        write_notebook(root / "lab.ipynb", CELLS)
         yield url, token
 
 
@@ -40,7 +36,7 @@ def test_two_lab_runs_then_the_comparison(lab_server, tmp_path):
     with sync_playwright() as p:
         browser, page = browser_page(p, errors)
         try:
-            run_all(page, url, token, "lab.ipynb")
+            run_all(page, url, token, "labruns/lab.ipynb")
             page.wait_for_selector(".il-lab-run", timeout=120_000)
             _run_and_wait(page, 1)
             page.select_option(".il-lab-block-size select", "4")      # one knob changed

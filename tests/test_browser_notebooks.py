@@ -23,11 +23,10 @@ import re
 import shutil
 import tempfile
 import time
-import urllib.request
 
 import pytest
 
-from inferlab.tools.jupyter import CHROMIUM, browser_page, jupyterlab
+from inferlab.tools.jupyter import browser_page
 from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -117,34 +116,21 @@ CELLS_STATE = """() => {
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
-    root = tmp_path_factory.mktemp("notebooks")
-    for name in NOTEBOOKS:
-        shutil.copy(ROOT / "notebooks" / name, root / name)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("INFERLAB_SMOKE", "1")            # the kernels inherit the server's env
-        with jupyterlab(root) as (url, token):
-            yield url, token, root
+def lab(jupyter):
+    """The session's JupyterLab (tests/shared_lab.py; smoke mode), copies of the notebooks in
+    this module's folder; the lab itself, to shut each notebook's kernel down."""
+    with jupyter.folder(FOLDER) as (url, token, root):
+        for name in NOTEBOOKS:
+            shutil.copy(ROOT / "notebooks" / name, root / name)
+        yield url, token, jupyter
 
 
-def _api(url, token, path, method="GET"):
-    req = urllib.request.Request(f"{url}{path}", method=method,
-                                 headers={"Authorization": f"token {token}"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        body = r.read()
-    return json.loads(body) if body else None
-
-
-def _shutdown_kernels(url, token):
-    for s in _api(url, token, "/api/sessions"):
-        _api(url, token, f"/api/sessions/{s['id']}", "DELETE")
+FOLDER = "notebooks"
 
 
 def run_all(page, url, token, name) -> dict:
     """Open ``name`` in a fresh workspace, Run All, wait for the last cell; its cell state."""
-    page.goto(f"{url}/lab/workspaces/t{abs(hash(name))}/tree/{name}?reset&token={token}")
+    page.goto(f"{url}/lab/workspaces/t{abs(hash(name))}/tree/{FOLDER}/{name}?reset&token={token}")
     page.wait_for_selector(".jp-Notebook", timeout=90_000)
     try:                                        # "Select Kernel" on first open
         page.wait_for_selector(".jp-Dialog .jp-mod-accept", timeout=10_000)
@@ -195,7 +181,7 @@ DRAWN = """sels => { const out = {};
 
 def test_notebooks_run_with_a_clean_console(lab):
     from playwright.sync_api import sync_playwright
-    url, token, root = lab
+    url, token, jupyter = lab
     problems, report, drew = [], [], set()
     with sync_playwright() as p:
         for name in NOTEBOOKS:
@@ -210,7 +196,7 @@ def test_notebooks_run_with_a_clean_console(lab):
                                                       f"il_nb_failure_{name}.png")))
             finally:
                 browser.close()
-                _shutdown_kernels(url, token)
+                jupyter.shutdown_kernels()
             report.append(f"{name}: {state.get('done')}/{state.get('cells')} cells, "
                           f"{len(errors)} console errors, {time.monotonic() - t0:.0f} s")
             if state.get("errors"):

@@ -8,8 +8,6 @@ from __future__ import annotations
 import socket
 import sys
 
-import pytest
-
 from inferlab.lab.chapters import ch02_tokenization as ch
 from inferlab.lab.chapters._ch02_tokenizers import cl100k
 from inferlab.lab.verdicts import HOLDS, UNMEASURABLE

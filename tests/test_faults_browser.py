@@ -6,7 +6,6 @@ widget manager fetches each live model's traits from the kernel; every view keep
 state in traits, none only in custom messages) and keeps updating: the step count in its
 scrubber grows after the reload.
 """
-import os
 import pathlib
 import re
 import shutil
@@ -14,7 +13,7 @@ import tempfile
 
 import pytest
 
-from inferlab.tools.jupyter import CHROMIUM, browser_page, write_notebook
+from inferlab.tools.jupyter import browser_page, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -48,21 +47,17 @@ def wait_steps_above(page, n: int, timeout: int):
         f" return m && parseInt(m[1], 10) > {n}; }})()", timeout=timeout)
 
 
-def test_views_come_back_after_a_reload_and_keep_updating(tmp_path):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail("needs Debian chromium: run `make chromium` (make test installs it)")
+def test_views_come_back_after_a_reload_and_keep_updating(jupyter, tmp_path):
     from playwright.sync_api import sync_playwright
 
-    from inferlab.tools.jupyter import jupyterlab, run_all
-    root = tmp_path / "labroot"
-    root.mkdir()
-    write_notebook(root / "reload.ipynb", CELLS)
+    from inferlab.tools.jupyter import run_all
     errors = []
-    with jupyterlab(root) as (url, token), sync_playwright() as p:
+    with jupyter.folder("reload") as (url, token, root), sync_playwright() as p:
+        write_notebook(root / "reload.ipynb", CELLS)
         browser, page = browser_page(p, errors)
         page.on("dialog", lambda d: d.accept())          # "leave the page?" on reload
         try:
-            run_all(page, url, token, "reload.ipynb")
+            run_all(page, url, token, "reload/reload.ipynb")
             wait_steps_above(page, 5, timeout=180_000)
             # the run goes on in its thread; the notebook (with the view's output) is saved
             page.keyboard.press("Control+s")

@@ -9,7 +9,7 @@ import torch
 import inferlab as il
 from inferlab.model.sampler import top_logprobs
 from logprob_parity import first_difference, logprobs_close
-from test_parity import PROMPTS
+from test_parity import PROMPTS, reference
 
 N = 32
 # SmolLM2 in bf16: at least this share of the prompts equal token for token (32 tokens); the
@@ -19,14 +19,18 @@ SHARE_EQUAL = 0.5
 
 
 def hf_greedy_logprobs(hf, prompt_ids, n, k=5):
-    """transformers' greedy tokens and, per token, its top-k raw log-probabilities."""
-    ids = torch.tensor([prompt_ids])
-    with torch.inference_mode():
-        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
-                          do_sample=False, eos_token_id=None, pad_token_id=0,
-                          output_logits=True, return_dict_in_generate=True)
-    tokens = out.sequences[0, ids.shape[1]:].tolist()
-    return tokens, [top_logprobs(logits[0], k, tok) for tok, logits in zip(tokens, out.logits)]
+    """transformers' greedy tokens and, per token, its top-k raw log-probabilities (once per
+    model and prompt: every attention backend's test reads the same reference)."""
+    def compute():
+        ids = torch.tensor([prompt_ids])
+        with torch.inference_mode():
+            out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
+                              do_sample=False, eos_token_id=None, pad_token_id=0,
+                              output_logits=True, return_dict_in_generate=True)
+        tokens = out.sequences[0, ids.shape[1]:].tolist()
+        return tokens, [top_logprobs(logits[0], k, tok)
+                        for tok, logits in zip(tokens, out.logits)]
+    return reference(hf, ("logprobs", tuple(prompt_ids), n, k), compute)
 
 
 def compare(engine, hf, prompts, n):

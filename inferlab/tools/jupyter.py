@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import pathlib
+import re
 import socket
 import subprocess
 import sys
@@ -35,8 +36,10 @@ def write_notebook(path, cells: list[str]) -> None:
 
 def run_all(page, url: str, token: str, notebook: str, dialog_timeout_ms: int = 15_000) -> None:
     """Open ``notebook`` (a path under the lab's root) in JupyterLab and Run All Cells: accepts
-    the "Select Kernel" dialog of a first open and waits for the kernel to be idle first."""
-    page.goto(f"{url}/lab/tree/{notebook}?token={token}")
+    the "Select Kernel" dialog of a first open and waits for the kernel to be idle first. The
+    notebook opens in a workspace of its own: nothing else opened in this lab comes back."""
+    workspace = re.sub(r"[^A-Za-z0-9]+", "-", notebook)
+    page.goto(f"{url}/lab/workspaces/{workspace}/tree/{notebook}?token={token}")
     page.wait_for_selector(".jp-Notebook", timeout=60_000)
     try:
         page.wait_for_selector(".jp-Dialog .jp-mod-accept", timeout=dialog_timeout_ms)
