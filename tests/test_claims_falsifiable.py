@@ -14,6 +14,11 @@ paired with itself), longer answers (13-decode-length: the same length twice), t
 KV cache (13-kv-tradeoff: no cache on either side) and the network (13-network: a proxy that
 adds no delay). Chapter 09 is timed kernels only: its falsification is the judge's test in
 test_chapters_content.py.
+
+Tiers (tests/tiers.py): a count-based judge is falsified here on the deterministic measurement
+(counts, the simulated clock) in the default tier; the wall-clock falsifications, which re-run
+a chapter's timed arms, are in the full tier, each naming the count-based falsification of the
+same mechanism that still runs by default.
 """
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ def test_01_without_a_prefix_cache_the_turns_are_not_saved():
     assert verdict("01-stateless", d) == FAILS
 
 
+@pytest.mark.full("tests/test_claims_falsifiable.py::"
+                   "test_01_without_a_prefix_cache_the_turns_are_not_saved")
 def test_01_with_a_prefix_cache_on_both_sides_later_turns_do_not_start_later():
     from inferlab.lab.chapters import ch01_prompt_anatomy as ch
     d = ch.measure(smoke=True, caching=(True, True), repeats=1, wall_turns=(1, 10))
@@ -45,6 +52,7 @@ def test_02_the_same_text_in_every_language_costs_the_same():
     assert verdict("02-languages", d) == FAILS
 
 
+@pytest.mark.full("tests/test_claims_falsifiable.py::test_03_the_judge_without_growth_in_the_numbers")
 def test_03_inputs_of_one_length_show_no_growth():
     from inferlab.lab.chapters import ch03_prefill_decode as ch
     d = ch.measure(smoke=True, with_fit=False, wall_lengths=[256, 257])
@@ -58,10 +66,18 @@ def test_04_contiguous_against_contiguous_saves_nothing():
     assert verdict("04-paged-throughput", d) == FAILS
 
 
-def test_05_static_against_static_gains_nothing():
+def test_05_static_against_static_saves_no_steps():
+    from inferlab.lab.chapters import ch05_batching as ch
+    d = ch.measure(smoke=True, deterministic=True, arms={"static": "static",
+                                                         "continuous": "static"})
+    assert verdict("05-throughput", d) == FAILS              # no steps saved
+
+
+@pytest.mark.full("tests/test_claims_falsifiable.py::test_05_static_against_static_saves_no_steps")
+def test_05_static_against_static_answers_no_sooner():
     from inferlab.lab.chapters import ch05_batching as ch
     d = ch.measure(smoke=True, arms={"static": "static", "continuous": "static"})
-    assert verdict("05-throughput", d) == FAILS              # no steps saved
+    assert verdict("05-throughput", d) == FAILS
     assert verdict("05-response-time", d) != HOLDS            # wall clock: FAILS, or noise
 
 
@@ -71,6 +87,13 @@ def test_07_without_a_prefix_cache_the_loop_recomputes_everything():
     assert verdict("07-prefix-reuse", d) == FAILS
 
 
+def test_13_greedy_answers_do_not_differ():
+    from inferlab.lab.chapters import ch13_sampling_decode as ch
+    d = ch.measure(smoke=True, deterministic=True, temperature=0.0)
+    assert verdict("13-sampling", d) == FAILS
+
+
+@pytest.mark.full("tests/test_claims_falsifiable.py::test_13_greedy_answers_do_not_differ")
 def test_13_greedy_answers_do_not_differ_and_equal_lengths_take_equal_steps_and_time():
     from inferlab.lab.chapters import ch13_sampling_decode as ch
     d = ch.measure(smoke=True, temperature=0.0, lengths=(32, 32),
@@ -82,6 +105,7 @@ def test_13_greedy_answers_do_not_differ_and_equal_lengths_take_equal_steps_and_
     assert verdict("13-network", d) != HOLDS                 # a proxy adding no delay
 
 
+@pytest.mark.full("tests/test_claims_falsifiable.py::test_08_the_judges_without_their_effects_in_the_numbers")
 def test_08_without_an_input_check_nothing_waits_and_without_chunks_nothing_is_won_back():
     from inferlab.lab.chapters import ch08_safety_streaming as ch
     d = ch.measure(smoke=True, input_check=False)
@@ -110,3 +134,28 @@ def test_02_the_same_tokenizer_twice_cuts_every_text_alike():
                                              [smol, {**smol, "name": "SmolLM2 again"}])}
     assert all(len(set(r["tokens"].values())) == 1 for r in d["tokenizers"]["rows"])
     assert verdict("02-tokenizers", d) == FAILS
+
+
+# --- the wall-clock judges on the smoke run's own numbers, the effect taken out of them -------
+# (default tier: no new measurement; the full tier re-runs the arms without the effect)
+def _measured(claims_smoke, claim_id: str) -> dict:
+    import copy
+    return copy.deepcopy(next(d for c, d, _ in claims_smoke if c.id == claim_id))
+
+
+def test_03_the_judge_without_growth_in_the_numbers(claims_smoke):
+    d = _measured(claims_smoke, "03-prefill-decode")
+    rows = d["runs"]["wall"]
+    for r in rows[1:]:
+        r["ttft"] = rows[0]["ttft"]                 # every input length: the shortest's TTFT
+    assert verdict("03-prefill-decode", d) == FAILS
+
+
+def test_08_the_judges_without_their_effects_in_the_numbers(claims_smoke):
+    d = _measured(claims_smoke, "08-input-check")
+    d["wall_input_check"]["median"] = 0.0           # a check that costs nothing
+    assert verdict("08-input-check", d) == FAILS
+    d = _measured(claims_smoke, "08-output-check")
+    for v in d["wall_first_visible"].values():      # buffering delays nothing
+        v["median"] = d["wall_first_visible"]["streamed"]["median"]
+    assert verdict("08-output-check", d) == FAILS
