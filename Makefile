@@ -58,15 +58,17 @@ lab: setup
 # Two tiers (tests/tiers.py): `make test` proves every promise once (what CI runs first);
 # `make test-all` adds the full tier; `make test-shard SHARD=K` runs the full tier's shard K of
 # 4 (CI runs one, rotating with the commit); `make test-fast`: no model, browser or vLLM.
+# PYTEST_ARGS: more pytest options, e.g. --junitxml=... for inferlab.tools.test_times.
+PYTEST_ARGS ?=
 test: setup chromium vllm
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-all: setup chromium vllm
-	INFERLAB_TIER=all $(PY) -m pytest -q
+	INFERLAB_TIER=all $(PY) -m pytest -q $(PYTEST_ARGS)
 
 SHARD ?= 0
 test-shard: setup chromium vllm
-	INFERLAB_TIER=full:$(SHARD)/4 $(PY) -m pytest -q
+	INFERLAB_TIER=full:$(SHARD)/4 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not browser and not vllm" tests

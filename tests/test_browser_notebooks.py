@@ -3,11 +3,12 @@ chromium with a clean console: no page error, no console error.
 
 Which notebooks: every one takes ~22 minutes on this 2-CPU machine (all 15 were clean on
 2026-11-30, load 5-8), so by default the tour runs and, after it, each notebook that shows a
-kind of widget no notebook before it showed (kinds read from the widget state saved with the
-committed outputs: an inferlab view by its class, an ipywidgets model by its name). Every kind
-of widget that any notebook shows is drawn here at least once; a notebook whose source uses
-widgets but whose committed outputs hold none runs too, so a new widget notebook joins by
-itself. The notebooks run here are not run again by nbval in the same session (notebooks/
+kind of widget no notebook before it showed (an inferlab view by the class its source imports
+from inferlab.widgets, since the committed outputs keep no anywidget state; an ipywidgets model
+by its name in the widget state saved with the outputs). Every kind of widget that any notebook
+shows is in the page and has drawn (its draw counter) at least once here; a notebook whose
+source uses widgets but whose committed outputs hold none runs too, so a new widget notebook
+joins by itself. The notebooks run here are not run again by nbval in the same session (notebooks/
 conftest.py); the others are. ``INFERLAB_BROWSER_NOTEBOOKS=widgets`` runs every notebook with
 widgets (the tour, 00_quickstart, 04, 05, 12 and 14 on 2026-12-02: ~8 minutes at load 5-8),
 ``all`` runs every notebook, and a space-separated list of names runs those.

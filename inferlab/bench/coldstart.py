@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from .common import cpu_name
+from inferlab.lab.protocol import cpu_isa_flags, cpu_name
 
 CHILD = r"""
 import json, sys, time
@@ -86,7 +86,8 @@ def main(repeats: int = 4, new_cpu: int = 2, out_path: str | None = None, out=pr
     command = "inferlab bench coldstart" + (f" --repeats {repeats - 1}" if repeats != 4 else "")
     command += f" --out {out_path}" if out_path else ""      # (the CLI passes --repeats + 1)
     result = {"command": command,
-              "date": time.strftime("%Y-%m-%d %H:%M"), "cpu": cpu, "cores": os.cpu_count(),
+              "date": time.strftime("%Y-%m-%d %H:%M"), "cpu": cpu, "flags": cpu_isa_flags(),
+              "cores": os.cpu_count(),
               "load_before": load0, "load_after": load1, "summary": summary, "runs": runs}
     if out_path:
         os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from inferlab.model.cpu_features import cpu_name  # noqa: F401 (result files name the CPU)
+from inferlab.model.cpu_features import cpu_flags, cpu_name  # noqa: F401 (result files name the CPU)
 
 # Other processes' load above this share of the CPUs, or a calibration loop whose time
 # moves by more than this fraction between before and after, makes a run untrustworthy.
@@ -307,5 +307,15 @@ def result_meta(command: str) -> dict:
     when, on which CPU, and the machine's load (1-minute average) when they were written."""
     import datetime
     return {"command": command, "date": datetime.datetime.now(datetime.timezone.utc)
-            .isoformat(timespec="seconds"), "cpu": cpu_name(), "cores": os.cpu_count(),
-            "load": round(os.getloadavg()[0], 2)}
+            .isoformat(timespec="seconds"), "cpu": cpu_name(), "flags": cpu_isa_flags(),
+            "cores": os.cpu_count(), "load": round(os.getloadavg()[0], 2)}
+
+
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
+def cpu_isa_flags() -> list[str]:
+    """The CPU flags the fast paths choose by (lscpu's names), those this CPU has: a number
+    from an AMD EPYC with AVX512-BF16 and one from an EPYC without AVX-512 are not alike."""
+    have = cpu_flags()
+    return [f for f in ISA_FLAGS if f in have]

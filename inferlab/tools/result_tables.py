@@ -47,8 +47,9 @@ def machine(res: dict) -> str:
     if not res.get("cpu"):
         raise ResultsError("the result file records no CPU (`cpu`): rerun its command, which "
                            "writes the command, date, CPU and load beside the numbers")
+    flags = f" ({', '.join(res['flags']) or 'no AVX2'})" if "flags" in res else ""
     cores = f", {res['cores']} cores" if res.get("cores") else ""
-    return f"{res['cpu']}{cores}"
+    return f"{res['cpu']}{flags}{cores}"
 
 
 def caption(res: dict, file: str) -> str:
@@ -195,6 +196,34 @@ def roofline_table(res: dict, file: str) -> str:
         + caption(res, file) + "."])
 
 
+def _mmss(s: float) -> str:
+    return f"{int(s // 60)} min {s % 60:02.0f} s"
+
+
+def tests_table(res: dict, file: str, shown_s: float = 10.0) -> str:
+    """BENCHMARKS' test tiers: pytest's time per tier, then the seconds per file (tests and
+    notebooks) in each tier, the files under ``shown_s`` summed in one row."""
+    tiers = res["tiers"]
+    out = ["| tier | pytest time | passed | skipped | failed |", "|---|---:|---:|---:|---:|"]
+    out += [f"| `{'make test' if t == 'default' else 'make test-all' if t == 'all' else t}` | "
+            f"{_mmss(r['wall_s'])} | {r['passed']} | {r['skipped']} | {r['failed']} |"
+            for t, r in tiers.items()]
+    names = list(tiers)
+    files = sorted({f for r in tiers.values() for f in r["files"]},
+                   key=lambda f: -max(r["files"].get(f, 0) for r in tiers.values()))
+    big = [f for f in files if max(r["files"].get(f, 0) for r in tiers.values()) >= shown_s]
+    out += ["", "| file | " + " | ".join(f"{t} (s)" for t in names) + " |",
+            "|---|" + "---:|" * len(names)]
+    cell = lambda r, f: f"{r['files'][f]:.0f}" if f in r["files"] else "—"  # noqa: E731
+    out += [f"| `{f}` | " + " | ".join(cell(tiers[t], f) for t in names) + " |" for f in big]
+    rest = [f for f in files if f not in big]
+    out.append(f"| {len(rest)} other files (under {shown_s:.0f} s each) | " + " | ".join(
+        f"{sum(tiers[t]['files'].get(f, 0) for f in rest):.0f}" for t in names) + " |")
+    return "\n".join(out + ["", caption(res, file) + "; seconds per file are each test's "
+                             "setup, call and teardown summed (a session fixture counts "
+                             "where it is first used), nbval cells summed per notebook."])
+
+
 COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
 TABLES = {t.name: t for t in (
@@ -202,6 +231,8 @@ TABLES = {t.name: t for t in (
     Table("coldstart-summary", *COLDSTART, coldstart_summary, inline=True),
     Table("coldstart-warm", *COLDSTART, coldstart_warm, inline=True),
     Table("coldstart-new-cpu", *COLDSTART, coldstart_new_cpu, inline=True),
+    Table("tests", "tests-amd.json", "make test / make test-all PYTEST_ARGS=--junitxml=... "
+          "then python -m inferlab.tools.test_times (its docstring)", tests_table),
     Table("claims", "claims.json", "inferlab claims --json > docs/results/claims.json",
           claims_table),
     Table("engine-summary", "engine-xeon.json", "inferlab bench engine --out "
