@@ -28,7 +28,8 @@ def pytest_collection_modifyitems(config, items):
     browser = [i for i in items if i.nodeid.startswith("tests/test_browser_notebooks.py::")]
     if not browser:
         return
-    in_browser = set(browser[0].module.NOTEBOOKS)
+    runs = browser[0].module.RUNS
+    in_browser = {n for i in browser for n in runs.get(i.originalname, [])}
     drop = [i for i in items if i.nodeid.startswith("notebooks/")
             and i.nodeid.split("::")[0].rsplit("/", 1)[-1] in in_browser]
     if drop:

@@ -1,8 +1,10 @@
 """`inferlab bench engine --alone`: inferlab and transformers' padded batch, each in a worker
 process of its own, on the tiny model (what it measures is its business; here that both run
 the same prompts to the end and their greedy tokens mostly agree)."""
+import pytest
 
 
+@pytest.mark.full("tests/test_parity.py::test_smollm2_greedy_matches_transformers")
 def test_each_engine_in_its_own_process_same_prompts_same_tokens():
     from inferlab.bench.engine import bench_engine_alone
     lines = []

@@ -157,6 +157,7 @@ def test_the_lab_side_imports_without_vllm():
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+@pytest.mark.full("tests/test_bench_serve.py::test_reads_a_saved_client_result")
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_smoke_run_measures_both_stacks(tmp_path):

@@ -54,6 +54,7 @@ def _run(cmd, env, timeout):
     return p.stdout
 
 
+@pytest.mark.full("tests/test_browser_notebooks.py::test_the_tour_runs_with_a_clean_console")
 @pytest.mark.slow
 def test_binder_env_runs_tour_under_memory_limit(tmp_path):
     notebook = NOTEBOOK

@@ -12,6 +12,7 @@ import pytest
 pytestmark = pytest.mark.browser
 
 
+@pytest.mark.full("tests/test_browser.py::test_views_in_jupyterlab")
 def test_replay_draws_every_position(tmp_path):
     from inferlab.bench import widgets as bw
     if not os.path.exists(bw.CHROMIUM):

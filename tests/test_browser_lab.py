@@ -29,6 +29,7 @@ def _run_and_wait(page, n):
                            timeout=30_000)
 
 
+@pytest.mark.full("tests/test_browser_notebooks.py::test_the_tour_runs_with_a_clean_console")
 def test_two_lab_runs_then_the_comparison(lab_server, tmp_path):
     from playwright.sync_api import sync_playwright
     url, token = lab_server

@@ -13,6 +13,10 @@ conftest.py); the others are. ``INFERLAB_BROWSER_NOTEBOOKS=widgets`` runs every 
 widgets (the tour, 00_quickstart, 04, 05, 12 and 14 on 2026-12-02: ~8 minutes at load 5-8),
 ``all`` runs every notebook, and a space-separated list of names runs those.
 
+Tiers (tests/tiers.py): the default tier runs the tour (its Lab holds most of the views); the
+full tier runs the others the selection picked and checks, with the tour, that every kind of
+widget was drawn.
+
 One lab serves the notebooks in turn (copies in a temporary root, so autosave never touches
 the committed files); each opens in a fresh workspace, runs to its last cell, waits for its
 views to draw, and has its kernel shut down before the next one starts.
@@ -23,7 +27,6 @@ import pathlib
 import re
 import shutil
 import tempfile
-import time
 
 import pytest
 
@@ -180,15 +183,16 @@ DRAWN = """sels => { const out = {};
   return out; }"""
 
 
-def test_notebooks_run_with_a_clean_console(lab):
+def run_in_browser(lab, names: list[str]) -> tuple[list[str], list[str], set[str]]:
+    """Each notebook in turn, Run All in a fresh page: (problems, report lines, view kinds
+    that drew)."""
     from playwright.sync_api import sync_playwright
     url, token, jupyter = lab
     problems, report, drew = [], [], set()
     with sync_playwright() as p:
-        for name in NOTEBOOKS:
+        for name in names:
             errors: list[str] = []
             browser, page = browser_page(p, errors)
-            t0 = time.monotonic()
             try:
                 state = run_all(page, url, token, name)
             except Exception as e:  # noqa: BLE001 - record it, go on with the next notebook
@@ -199,7 +203,7 @@ def test_notebooks_run_with_a_clean_console(lab):
                 browser.close()
                 jupyter.shutdown_kernels()
             report.append(f"{name}: {state.get('done')}/{state.get('cells')} cells, "
-                          f"{len(errors)} console errors, {time.monotonic() - t0:.0f} s")
+                          f"{len(errors)} console errors")
             if state.get("errors"):
                 problems.append(f"{name}: a cell failed: {state['errors'][0]}")
             elif state.get("cells", 0) <= 0 or state["done"] != state["cells"]:
@@ -211,13 +215,37 @@ def test_notebooks_run_with_a_clean_console(lab):
                 drew |= {k for k, n in state["drawn"].items() if n > 0}
             problems += [f"{name}: console: {e}" for e in errors]
     print("\n".join(report))
-    assert TOUR in NOTEBOOKS or os.environ.get("INFERLAB_BROWSER_NOTEBOOKS")
-    if not os.environ.get("INFERLAB_BROWSER_NOTEBOOKS"):     # every kind of widget drawn here
+    return problems, report, drew
+
+
+# which notebooks each test runs (notebooks/conftest.py: nbval leaves these to the browser)
+RUNS = {"test_the_tour_runs_with_a_clean_console": [n for n in NOTEBOOKS if n == TOUR],
+        "test_notebooks_run_with_a_clean_console": [n for n in NOTEBOOKS if n != TOUR]}
+
+
+def test_the_tour_runs_with_a_clean_console(lab):
+    """The default tier: the tour, whose Lab holds most of the views; each of them drew."""
+    names = RUNS["test_the_tour_runs_with_a_clean_console"]
+    assert names or os.environ.get("INFERLAB_BROWSER_NOTEBOOKS")
+    problems, report, drew = run_in_browser(lab, names)
+    if names:
+        assert view_kinds(ROOT / "notebooks" / TOUR) <= drew or problems
+    assert not problems, "\n".join(problems + ["", *report])
+
+
+@pytest.mark.full("tests/test_browser_notebooks.py::test_the_tour_runs_with_a_clean_console")
+def test_notebooks_run_with_a_clean_console(lab):
+    """The full tier: every other notebook the selection picked; with the tour (the test
+    above), every kind of widget any notebook shows is drawn."""
+    names = RUNS["test_notebooks_run_with_a_clean_console"]
+    problems, report, drew = run_in_browser(lab, names)
+    if not os.environ.get("INFERLAB_BROWSER_NOTEBOOKS"):     # every kind of widget drawn
         every = sorted((ROOT / "notebooks").glob("*.ipynb"))
         shown = set().union(*(widget_kinds(p) for p in every))
-        run = set().union(*(widget_kinds(ROOT / "notebooks" / n) for n in NOTEBOOKS))
+        run = set().union(*(widget_kinds(ROOT / "notebooks" / n) for n in [TOUR, *names]))
         assert shown <= run, sorted(shown - run)
         views = set().union(*(view_kinds(p) for p in every))
         assert views >= {"Lab", "TokenStream", "VllmPrefixCache"}, views   # read from sources
+        drew |= view_kinds(ROOT / "notebooks" / TOUR)     # drawn by the tour's own test
         assert views <= drew or problems, sorted(views - drew)             # and drawn here
     assert not problems, "\n".join(problems + ["", *report])

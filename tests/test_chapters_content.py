@@ -1,6 +1,6 @@
 """What the chapters show, checked on their deterministic parts: token, step and slot counts,
 and the simulated clock (priced by the cost model, the same on every run). Smoke workloads:
-chapters 1, 4 and 5 read the session's claims measurement (SmolLM2; tests/conftest.py), the
+chapters 1, 4, 5 and 13 read the session's claims measurement (SmolLM2; tests/conftest.py), the
 others measure on the tiny random model. No wall-clock time is asserted here
 (tests/test_no_timed_asserts.py)."""
 from __future__ import annotations
@@ -156,9 +156,8 @@ def test_ch09_intensity_and_memory_bound_judge():
 
 # --- chapter 13: sampling, answer length, the KV cache, the network ---------------------------
 @pytest.fixture(scope="module")
-def ch13():
-    from inferlab.lab.chapters import ch13_sampling_decode as ch
-    return ch.measure(smoke=True, deterministic=True, model="tiny")
+def ch13(claims_smoke):
+    return chapter_measurement(claims_smoke, "ch13")   # measure(smoke=True) on SmolLM2
 
 
 def test_ch13_sampling_counts(ch13):

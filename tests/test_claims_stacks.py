@@ -92,6 +92,7 @@ def test_no_vllm_and_no_recorded_run_is_not_measurable(tmp_path):
     assert assess(d).verdict == UNMEASURABLE
 
 
+@pytest.mark.full("tests/test_claims_stacks.py::test_the_judge_on_made_up_numbers")
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_the_same_stack_twice_does_not_hold():

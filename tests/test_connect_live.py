@@ -43,6 +43,7 @@ def processes_mentioning(text: str) -> list[int]:
     return out
 
 
+@pytest.mark.full("tests/test_connect_plugin.py::test_the_plugin_in_vllms_venv")
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_a_live_vllm_server_recorded_and_replayed(smollm2, tmp_path):

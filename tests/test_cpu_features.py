@@ -91,6 +91,8 @@ def test_half_path_reads_flags_and_the_cap():
     assert "avx512f" in cpu_flags() or "avx2" in cpu_flags()
 
 
+@pytest.mark.full("tests/test_cpu_features.py::"
+                   "test_each_bf16_path_is_what_onednn_runs_and_stays_correct")
 def test_without_avx512_bf16_for_numba_auto_takes_onednn_or_torch():
     """numba compiling for this CPU minus AVX512-BF16 (NUMBA_CPU_FEATURES, numba's own switch)
     is a CPU the numba bf16 GEMM cannot run on: auto falls back to oneDNN (measured: nothing

@@ -47,6 +47,7 @@ def wait_steps_above(page, n: int, timeout: int):
         f" return m && parseInt(m[1], 10) > {n}; }})()", timeout=timeout)
 
 
+@pytest.mark.full("tests/test_browser.py::test_views_in_jupyterlab")
 def test_views_come_back_after_a_reload_and_keep_updating(jupyter, tmp_path):
     from playwright.sync_api import sync_playwright
 

@@ -173,6 +173,8 @@ def test_smollm2_one_at_a_time_greedy_matches_transformers(smollm2):
     check_parity(eng, smollm2.hf_model)
 
 
+@pytest.mark.full("tests/test_engine_files.py::"
+                   "test_a_new_cpu_says_it_compiles_once_then_every_kernel_is_cached[float32]")
 @pytest.mark.slow
 def test_fused_kernels_load_from_numbas_cache_in_a_new_process(tmp_path):
     """The second process finds every compiled kernel on disk (a jitted closure that calls

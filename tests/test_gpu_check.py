@@ -13,8 +13,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
+@pytest.mark.full("tests/test_kernels_cudasim.py::test_cuda_kernels_in_simulator")
 def test_gpu_check_dry_run_takes_every_step():
-    env = {**os.environ, "PYTHON": sys.executable}
+    env = {**os.environ, "PYTHON": sys.executable, "INFERLAB_TIER": "all"}   # its pytest runs
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     proc = subprocess.run(["bash", "kernels/gpu_check.sh", "--dry-run"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)

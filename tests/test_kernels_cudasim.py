@@ -3,7 +3,8 @@
 - With a real GPU: the tests below run in-process at real (SmolLM2 / Llama) shapes.
 - Without one: ``test_cuda_kernels_in_simulator`` reruns this file in a subprocess with
   NUMBA_ENABLE_CUDASIM=1 (it must be set before numba is imported), where the same tests run
-  at tiny shapes -- the simulator runs every CUDA thread as a Python thread.
+  at tiny shapes -- the simulator runs every CUDA thread as a Python thread: each kernel once
+  in the default tier, every test in the full tier (with kernels/gpu_check.sh's dry run).
 """
 from __future__ import annotations
 
@@ -34,16 +35,34 @@ needs_cuda = pytest.mark.skipif(not (SIM or GPU), reason="no CUDA GPU (the simul
                                 "covers these: test_cuda_kernels_in_simulator)")
 
 
-def test_cuda_kernels_in_simulator():
+def _in_simulator(select: str | None = None) -> None:
+    """This file again in a subprocess with NUMBA_ENABLE_CUDASIM=1 (``select``: a -k filter)."""
     if SIM:
         pytest.skip("already inside the simulator run")
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", INFERLAB_TIER="all")   # every test here
     here = os.path.dirname(__file__)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           os.path.join(here, "test_kernels_cudasim.py")],
+                           os.path.join(here, "test_kernels_cudasim.py"),
+                           *(["-k", select] if select else [])],
                           env=env, cwd=here, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     assert " passed" in proc.stdout and " failed" not in proc.stdout
+
+
+# each kernel once, at its cheapest shape in the simulator (decode, its split-K partitions and
+# prefill's, the KV write; fp32 and bf16): ~15 s of simulated threads instead of ~130 s
+SIMULATOR_SUBSET = ("(test_decode and shape1) or test_decode_split_into_partitions or "
+                    "test_prefill_split_into_partitions or write_kv or "
+                    "(decode_half_split and bfloat16)")
+
+
+def test_cuda_kernels_in_simulator():
+    _in_simulator(SIMULATOR_SUBSET)
+
+
+@pytest.mark.full("tests/test_kernels_cudasim.py::test_cuda_kernels_in_simulator")
+def test_every_cuda_kernel_test_in_simulator():
+    _in_simulator()
 
 
 # (num_heads, num_kv_heads, head_dim, block_size, seq_lens): tiny in the simulator

@@ -38,7 +38,7 @@ def report(tmp_path_factory):
 def test_a_report_is_summed_per_file_with_its_counts(report):
     assert set(report["files"]) == {"test_a.py", "test_b.py", "note.ipynb"}, report["files"]
     assert (report["passed"], report["failed"], report["skipped"]) == (5, 1, 1)
-    assert report["tests"] == 7 and report["wall_s"] > 0
+    assert report["tests"] == 7 and "wall_s" in report
 
 
 def test_the_table_names_each_tier_and_file(report, tmp_path):

@@ -84,6 +84,7 @@ def test_greedy_tokens_equal_vllm(tmp_path):
     assert not differ, f"{len(differ)} of {len(ids)} prompts differ from vLLM: {differ}"
 
 
+@pytest.mark.full("tests/test_vllm.py::test_greedy_tokens_equal_vllm")
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_bf16_tokens_close_to_vllm_bf16(tmp_path):

@@ -287,6 +287,8 @@ def no_network():
         yield
 
 
+@pytest.mark.full("tests/test_weights_cache.py::"
+                   "test_first_load_converts_then_reads_identical_weights")
 @pytest.mark.slow
 def test_smollm2_from_the_cache_equals_the_gguf(cache):
     """Engine(model=None) twice in one process: the first converts the GGUF (and fills the

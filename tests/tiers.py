@@ -25,7 +25,16 @@ SHARDS = 4                                  # .ci/run's rotation
 
 # chapter notebooks that measure beyond what the default tier's tests already measured
 # -> the default-tier test that proves the same promise
-FULL_NOTEBOOKS: dict[str, str] = {}
+FULL_NOTEBOOKS: dict[str, str] = {
+    "02_tokenization.ipynb":
+        "tests/test_claims_tokenizers.py::"
+        "test_with_two_tokenizers_the_counts_differ_and_the_claim_holds",
+    "03_prefill_decode.ipynb":
+        "tests/test_chapters_content.py::test_ch03_fit_recovers_fixed_and_per_token_cost",
+    "14_your_own_traffic.ipynb":
+        "tests/test_chapters_content.py::"
+        "test_ch14_agent_rounds_resend_the_conversation_and_reuse_its_prefix",
+}
 
 
 def covered_by(item) -> str | None:
