@@ -12,7 +12,7 @@ def both():
     return ch15.precision(smoke=True, model="tiny")
 
 
-@pytest.mark.full("notebooks/15_memory_and_price.ipynb")
+@pytest.mark.full("tests/test_parity_half.py::test_smollm2_bf16_matches_transformers_bf16")
 def test_bf16_halves_the_bytes_and_every_number_has_its_spread(both):
     e32, e16 = both["engines"]["float32"], both["engines"]["bfloat16"]
     assert (e32["dtype"], e16["dtype"]) == ("float32", "bfloat16")

@@ -15,10 +15,12 @@ KV cache (13-kv-tradeoff: no cache on either side) and the network (13-network: 
 adds no delay). Chapter 09 is timed kernels only: its falsification is the judge's test in
 test_chapters_content.py.
 
-Tiers (tests/tiers.py): a count-based judge is falsified here on the deterministic measurement
-(counts, the simulated clock) in the default tier; the wall-clock falsifications, which re-run
-a chapter's timed arms, are in the full tier, each naming the count-based falsification of the
-same mechanism that still runs by default.
+Tiers (tests/tiers.py): the default tier falsifies the judges on the session's smoke
+measurement (``claims_smoke``), the effect taken out of its numbers: where a chapter measures
+an arm without the effect (uncached, static, contiguous), that arm's measured numbers stand in
+for both arms; no chapter is measured again. The full tier re-runs each chapter with the effect
+removed in the engine itself (the timed arms included), each test naming the default-tier
+falsification of the same judge.
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ def test_03_inputs_of_one_length_show_no_growth():
     assert verdict("03-prefill-decode", d) != HOLDS          # FAILS, or smaller under noise
 
 
+@pytest.mark.full("tests/test_claims_falsifiable.py::test_04_the_judges_without_pages")
 def test_04_contiguous_against_contiguous_saves_nothing():
     from inferlab.lab.chapters import ch04_kv_cache as ch
     d = ch.measure(smoke=True, arms={"contiguous": "contiguous", "paged": "contiguous"})
@@ -148,6 +151,13 @@ def test_01_the_judge_without_saved_turns(claims_smoke):
     data = next(d for c, d, _ in claims_smoke if c.id == "01-stateless")
     d = _arm_for_both(data, ("runs",), keep="uncached · sim", drop="cached · sim")
     assert verdict("01-stateless", d) == FAILS
+
+
+def test_04_the_judges_without_pages(claims_smoke):
+    data = next(d for c, d, _ in claims_smoke if c.id == "04-kv-waste")
+    d = _arm_for_both(data, ("layouts",), keep="contiguous", drop="paged")
+    assert verdict("04-kv-waste", d) == FAILS
+    assert verdict("04-paged-throughput", d) == FAILS
 
 
 def test_07_the_judge_without_reuse(claims_smoke):

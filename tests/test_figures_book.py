@@ -20,6 +20,7 @@ def test_two_runs_give_identical_figure_data():
     assert data and all(tr["type"] == "bar" for tr in data)
 
 
+@pytest.mark.full("tests/test_static_export.py::test_executed_notebook_has_widget_and_png")
 def test_build_all_writes_each_format(tmp_path):
     paths = figures_book.build_all(tmp_path, smoke=True, only=["ch01"])
     names = sorted(p.rsplit("/", 1)[-1] for p in paths)

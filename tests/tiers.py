@@ -31,9 +31,12 @@ FULL_NOTEBOOKS: dict[str, str] = {
         "test_with_two_tokenizers_the_counts_differ_and_the_claim_holds",
     "03_prefill_decode.ipynb":
         "tests/test_chapters_content.py::test_ch03_fit_recovers_fixed_and_per_token_cost",
+    "12_on_vllm.ipynb": "tests/test_connect_plugin.py::test_the_plugin_in_vllms_venv",
     "14_your_own_traffic.ipynb":
         "tests/test_chapters_content.py::"
         "test_ch14_agent_rounds_resend_the_conversation_and_reuse_its_prefix",
+    "15_memory_and_price.ipynb":
+        "tests/test_claims_ch15.py::test_15_memory_of_a_tiny_model_is_not_its_weights_and_kv",
 }
 
 
