@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import importlib.metadata
 
+from . import threads as _threads
+
+_threads.apply()          # OpenMP's wait policy, before anything loads torch (threads.py)
+
 from .core.outputs import RequestMetrics, RequestOutput
 from .core.params import SamplingParams
 from .errors import (CapacityError, InferlabError, InvalidInputError, InvalidTypeError,

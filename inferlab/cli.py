@@ -99,6 +99,9 @@ def _bench(args) -> int:
         from inferlab.bench.profile import main as bench_profile
         bench_profile(model=args.model, repeats=args.repeats)
         return 0
+    if args.what == "threads":
+        from inferlab.bench.threads import main as bench_threads
+        return bench_threads(repeats=args.repeats, out_path=args.out)
     if args.what == "widgets":
         from inferlab.bench.widgets import main as bench_widgets
         return bench_widgets(["--requests", str(args.requests or 200)])
@@ -220,7 +223,7 @@ def main(argv=None) -> int:
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
                                     "trace", "widgets", "prefix-reuse", "vllm", "clock",
                                     "roofline", "profile", "gemm", "kernels",
-                                    "coldstart", "serve"])
+                                    "coldstart", "serve", "threads"])
     b.add_argument("--repeats", type=int, default=3, help="(serve: default 3, --smoke 1)")
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000; "
@@ -248,7 +251,7 @@ def main(argv=None) -> int:
     b.add_argument("--out", default=None,
                    help="clock: where the table (JSON) and the figure (SVG, PNG) go (default "
                    "build/bench/clock); coldstart: the result file (default "
-                   "build/bench/coldstart.json); engine, vllm, roofline, gemm, serve: write the "
+                   "build/bench/coldstart.json); engine, vllm, roofline, gemm, serve, threads: write the "
                    "numbers with the command, date, CPU and load to this JSON file")
     b.add_argument("--threads", type=int, default=None,
                    help="clock: torch/numba threads (default: all CPUs)")

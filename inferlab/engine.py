@@ -14,6 +14,7 @@ import itertools
 import threading
 import time
 
+from . import threads
 from .core.config import DTYPE_BYTES, EngineConfig
 from .core.events import EventBus, SchedulerOutput, StepRecord
 from .core.interrupts import atomic, hold_interrupts
@@ -37,10 +38,9 @@ from .sim.clock import Clock, check_clock, make_clock
 class Engine:
     def __init__(self, model: str | None = None, **kwargs):
         import torch
+        threads.for_engine(cpu_count())    # the policy in force, torch's threads <= our CPUs
         self.config = cfg = EngineConfig.from_kwargs(model=model, **kwargs)
         check_clock(cfg.clock)
-        if torch.get_num_threads() > cpu_count():   # containers (Binder) report fewer CPUs
-            torch.set_num_threads(cpu_count())
         device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise InvalidInputError(f"device={device!r} but this torch sees no CUDA GPU "

@@ -11,9 +11,7 @@ import tiers  # noqa: E402 - tests/tiers.py: the same tiers when notebooks/ runs
 os.environ["INFERLAB_SMOKE"] = "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Kernels, JupyterLab and chromium share these CPUs with the test process: OpenMP threads that
-# spin while they wait make every one of them 5-30x slower (docs/results/omp-wait-amd.txt).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import inferlab  # noqa: E402,F401 - its OpenMP wait policy (inferlab/threads.py), inherited by nbval's kernels
 
 
 @pytest.hookimpl(trylast=True)            # after -m / -k have deselected what they deselect

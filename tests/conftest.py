@@ -7,9 +7,9 @@ import tiers
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Kernels, JupyterLab and chromium share these CPUs with the test process: OpenMP threads that
-# spin while they wait make every one of them 5-30x slower (docs/results/omp-wait-amd.txt).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# inferlab sets OpenMP's wait policy itself on import (inferlab/threads.py), before anything here
+# loads torch; the kernels, servers and browsers the tests start inherit it
+import inferlab  # noqa: E402,F401
 # Measure once, read many: each chapter's measurement runs once per test session, and the
 # fixtures, the tests and the notebook kernels nbval starts all read it (lab/measure_cache.py).
 # Set it yourself to keep the measurements across sessions while you work on a figure.

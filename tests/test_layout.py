@@ -19,7 +19,7 @@ MAY_IMPORT = {
     "core": set(),
     "model": {"core", "kernels"},
     "sim": {"core"},
-    "engine": {"core", "model", "sim"},
+    "engine": {"core", "model", "sim", "threads"},
     "observe": {"core", "sim", "engine", "root"},
     "connect": {"core", "observe", "sim", "root"},
     "serve": {"core", "engine", "observe"},
@@ -33,7 +33,8 @@ MAY_IMPORT = {
     "kernels": {"core"},
     "cli": {"core", "model", "engine", "observe", "lab", "bench", "sim", "connect", "serve",
             "tools", "root"},
-    "root": {"core", "engine"},
+    "root": {"core", "engine", "threads"},
+    "threads": set(),
 }
 
 

@@ -77,9 +77,6 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="docs/screenshots")
     ap.add_argument("--vllm", action="store_true", help="notebook 12's views on a live vLLM")
     a = ap.parse_args(argv)
-    # the kernel's engine shares two cores with chromium drawing the live plots: spinning
-    # OpenMP waits made its steps many times slower (docs/results/omp-wait-amd.txt)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     from playwright.sync_api import sync_playwright
