@@ -204,10 +204,11 @@ def tests_table(res: dict, file: str, shown_s: float = 10.0) -> str:
     """BENCHMARKS' test tiers: pytest's time per tier, then the seconds per file (tests and
     notebooks) in each tier, the files under ``shown_s`` summed in one row."""
     tiers = res["tiers"]
-    out = ["| tier | pytest time | passed | skipped | failed |", "|---|---:|---:|---:|---:|"]
+    out = ["| tier | pytest time | started | passed | skipped | failed |",
+           "|---|---:|---|---:|---:|---:|"]
     out += [f"| `{'make test' if t == 'default' else 'make test-all' if t == 'all' else t}` | "
-            f"{_mmss(r['wall_s'])} | {r['passed']} | {r['skipped']} | {r['failed']} |"
-            for t, r in tiers.items()]
+            f"{_mmss(r['wall_s'])} | {_date(r.get('started'))} | {r['passed']} | "
+            f"{r['skipped']} | {r['failed']} |" for t, r in tiers.items()]
     names = list(tiers)
     files = sorted({f for r in tiers.values() for f in r["files"]},
                    key=lambda f: -max(r["files"].get(f, 0) for r in tiers.values()))

@@ -41,7 +41,8 @@ def _file_of(case: ET.Element) -> str:
 
 
 def read_report(path) -> dict:
-    """One JUnit XML report -> {'wall_s', 'tests', 'passed', 'failed', 'skipped', 'files'}."""
+    """One JUnit XML report -> {'wall_s', 'started', 'tests', 'passed', 'failed', 'skipped',
+    'files'}."""
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError) as e:
@@ -60,7 +61,7 @@ def read_report(path) -> dict:
             counts["skipped"] += 1
         else:
             counts["passed"] += 1
-    return {"wall_s": round(float(suite.get("time", 0)), 1),
+    return {"wall_s": round(float(suite.get("time", 0)), 1), "started": suite.get("timestamp"),
             "tests": sum(counts.values()), **counts,
             "files": {k: round(v, 1) for k, v in sorted(files.items(), key=lambda kv: -kv[1])}}
 
