@@ -225,6 +225,23 @@ def tests_table(res: dict, file: str, shown_s: float = 10.0) -> str:
                              "where it is first used), nbval cells summed per notebook."])
 
 
+def threads_table(res: dict, file: str) -> str:
+    """BENCHMARKS' OpenMP wait policies: median (range) of each, quiet and beside a busy
+    neighbour (``inferlab bench threads``)."""
+    out = ["| machine | policy | batch 1 tok/s | batch 8 tok/s | TTFT ms |",
+           "|---|---|---:|---:|---:|"]
+    for machine, r in res["results"].items():
+        for name, runs in r["runs"].items():
+            cells = []
+            for k, fmt in (("b1_tok_s", "{:.1f}"), ("b8_tok_s", "{:.1f}"), ("ttft_ms", "{:.0f}")):
+                xs = [x[k] for x in runs]
+                cells.append(f"{fmt.format(r['median'][name][k])} ({fmt.format(min(xs))}-"
+                             f"{fmt.format(max(xs))})")
+            out.append(f"| {machine} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(out + ["", "Medians (range) of the interleaved runs, each a fresh "
+                             "process; " + caption(res, file) + "."])
+
+
 COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
 TABLES = {t.name: t for t in (
@@ -234,6 +251,8 @@ TABLES = {t.name: t for t in (
     Table("coldstart-new-cpu", *COLDSTART, coldstart_new_cpu, inline=True),
     Table("tests", "tests-amd.json", "make test / make test-all PYTEST_ARGS=--junitxml=... "
           "then python -m inferlab.tools.test_times (its docstring)", tests_table),
+    Table("threads", "threads-amd.json", "inferlab bench threads --out "
+          "docs/results/threads-amd.json", threads_table),
     Table("claims", "claims.json", "inferlab claims --json > docs/results/claims.json",
           claims_table),
     Table("engine-summary", "engine-xeon.json", "inferlab bench engine --out "
