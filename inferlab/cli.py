@@ -251,8 +251,9 @@ def main(argv=None) -> int:
     b.add_argument("--out", default=None,
                    help="clock: where the table (JSON) and the figure (SVG, PNG) go (default "
                    "build/bench/clock); coldstart: the result file (default "
-                   "build/bench/coldstart.json); engine, vllm, roofline, gemm, serve, threads: write the "
-                   "numbers with the command, date, CPU and load to this JSON file")
+                   "build/bench/coldstart.json); engine, vllm, roofline, gemm, serve, "
+                   "threads: write the numbers with the command, date, CPU and load to this "
+                   "JSON file")
     b.add_argument("--threads", type=int, default=None,
                    help="clock: torch/numba threads (default: all CPUs)")
     b.set_defaults(fn=_bench)

@@ -11,7 +11,8 @@ import tiers  # noqa: E402 - tests/tiers.py: the same tiers when notebooks/ runs
 os.environ["INFERLAB_SMOKE"] = "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-import inferlab  # noqa: E402,F401 - its OpenMP wait policy (inferlab/threads.py), inherited by nbval's kernels
+# inferlab's OpenMP wait policy (inferlab/threads.py), inherited by nbval's kernels
+import inferlab  # noqa: E402,F401
 
 
 @pytest.hookimpl(trylast=True)            # after -m / -k have deselected what they deselect

@@ -71,8 +71,9 @@ def run(repeats: int = 3, out=print) -> dict:
             for r in range(repeats):                      # A B C A B C: noise hits all alike
                 for name, policy in POLICIES.items():
                     runs[name].append(one_run(policy))
+                    last = runs[name][-1]
                     out(f"{machine} {r + 1}/{repeats} {name}: "
-                        f"{runs[name][-1]['b1_tok_s']:.1f} / {runs[name][-1]['b8_tok_s']:.1f} tok/s")
+                        f"{last['b1_tok_s']:.1f} / {last['b8_tok_s']:.1f} tok/s")
         med = {n: {k: statistics.median(x[k] for x in rs) for k in ("b1_tok_s", "b8_tok_s",
                                                                      "ttft_ms")}
                for n, rs in runs.items()}

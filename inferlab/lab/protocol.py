@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from inferlab.model.cpu_features import cpu_flags, cpu_name  # noqa: F401 (result files name the CPU)
+from inferlab.model.cpu_features import cpu_flags, cpu_name  # noqa: F401 (result files)
 
 # Other processes' load above this share of the CPUs, or a calibration loop whose time
 # moves by more than this fraction between before and after, makes a run untrustworthy.
