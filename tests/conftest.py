@@ -49,7 +49,12 @@ def claims_smoke():
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """The default tier unless INFERLAB_TIER says otherwise (tests/tiers.py)."""
+    """The default tier unless INFERLAB_TIER says otherwise (tests/tiers.py); a test that
+    reads the session's claims measurement runs the real model: it is slow (make test-fast
+    leaves it out)."""
+    for item in items:
+        if "claims_smoke" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
     tiers.select(config, items)
 
 
