@@ -23,6 +23,7 @@ POLICY = {"OMP_WAIT_POLICY": "PASSIVE"}
 USER_KNOBS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 
 _state: dict = {}
+_warned = False
 
 
 def apply() -> dict:
@@ -45,8 +46,7 @@ def apply() -> dict:
 
 def state() -> dict:
     """{'source': 'inferlab' | 'user' | 'too late', 'wait_policy': what OpenMP read, ...}."""
-    s = ({k: v for k, v in _state.items() if k != "warned"}
-         or {"source": "not applied", "user": {}, "torch_first": "torch" in sys.modules})
+    s = dict(_state) or {"source": "not applied", "user": {}, "torch_first": "torch" in sys.modules}
     s["wait_policy"] = os.environ.get("OMP_WAIT_POLICY", "default (spin)")
     return s
 
@@ -55,10 +55,11 @@ def for_engine(cpus: int) -> None:
     """What an ``Engine()`` asks of the threads as it starts: a warning, once per process,
     where the policy came too late (torch loaded first); no more torch threads than the
     ``cpus`` this process may use (a container, Binder, reports fewer than the machine's)."""
+    global _warned
     import torch
     text = late_warning()
-    if text and not _state.get("warned"):
-        _state["warned"] = True
+    if text and not _warned:
+        _warned = True
         warnings.warn(text, RuntimeWarning, stacklevel=3)
     if torch.get_num_threads() > cpus:
         torch.set_num_threads(cpus)

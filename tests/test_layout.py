@@ -27,7 +27,7 @@ MAY_IMPORT = {
             "serve", "root"},
     "widgets": {"core", "model", "sim", "engine", "observe", "lab", "connect", "serve", "root"},
     "bench": {"core", "model", "sim", "engine", "observe", "lab", "widgets", "kernels", "root",
-              "cli", "connect", "tools", "serve"},
+              "cli", "connect", "tools", "serve", "threads"},
     "tools": {"core", "model", "sim", "engine", "observe", "lab", "widgets", "kernels", "root",
               "cli", "connect", "serve"},
     "kernels": {"core"},

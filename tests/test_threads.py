@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-KNOBS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OMP_DISPLAY_ENV")
+from inferlab.threads import USER_KNOBS
+
+KNOBS = (*USER_KNOBS, "OMP_DISPLAY_ENV")
 # OMP_DISPLAY_ENV makes libgomp print the settings it read, once, when torch loads it
 PROBE = ("import inferlab, torch\n"
          "from inferlab import threads\n"

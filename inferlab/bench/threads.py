@@ -19,12 +19,13 @@ import statistics
 import subprocess
 import sys
 
+from inferlab.threads import USER_KNOBS
+
 from .common import table, write_result
 
 POLICIES = {"spin (libgomp default)": {"GOMP_SPINCOUNT": "300000"},
             "spin 10k": {"GOMP_SPINCOUNT": "10000"},
             "passive (inferlab)": {"OMP_WAIT_POLICY": "PASSIVE"}}
-KNOBS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 
 RUN = r"""
 import json, time
@@ -54,7 +55,7 @@ def busy_neighbour(on: bool):
 
 
 def one_run(policy: dict) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in KNOBS}
+    env = {k: v for k, v in os.environ.items() if k not in USER_KNOBS}
     proc = subprocess.run([sys.executable, "-c", RUN], env={**env, **policy},
                           capture_output=True, text=True, timeout=600)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)

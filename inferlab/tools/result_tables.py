@@ -210,9 +210,10 @@ def tests_table(res: dict, file: str, shown_s: float = 10.0) -> str:
             f"{_mmss(r['wall_s'])} | {_date(r.get('started'))} | {r['passed']} | "
             f"{r['skipped']} | {r['failed']} |" for t, r in tiers.items()]
     names = list(tiers)
-    files = sorted({f for r in tiers.values() for f in r["files"]},       # ties by name
-                   key=lambda f: (-max(r["files"].get(f, 0) for r in tiers.values()), f))
-    big = [f for f in files if max(r["files"].get(f, 0) for r in tiers.values()) >= shown_s]
+    peak = {f: max(r["files"].get(f, 0) for r in tiers.values())
+            for r0 in tiers.values() for f in r0["files"]}
+    files = sorted(peak, key=lambda f: (-peak[f], f))                    # ties by name
+    big = [f for f in files if peak[f] >= shown_s]
     out += ["", "| file | " + " | ".join(f"{t} (s)" for t in names) + " |",
             "|---|" + "---:|" * len(names)]
     cell = lambda r, f: f"{r['files'][f]:.0f}" if f in r["files"] else "—"  # noqa: E731
