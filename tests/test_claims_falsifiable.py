@@ -138,6 +138,16 @@ def test_02_the_same_tokenizer_twice_cuts_every_text_alike():
 # (default tier: no new measurement; where one arm of the run is the other without the
 # effect, that arm's measured numbers stand in for both; the full tier re-runs the chapter
 # without the effect)
+def _smoke(claims_smoke, claim_id: str) -> dict:
+    """The smoke run's measurement a claim was judged on (shared: read, never changed)."""
+    return next(d for c, d, _ in claims_smoke if c.id == claim_id)
+
+
+def _measured(claims_smoke, claim_id: str) -> dict:
+    import copy
+    return copy.deepcopy(_smoke(claims_smoke, claim_id))
+
+
 def _arm_for_both(data: dict, path: tuple, keep: str, drop: str) -> dict:
     """``data`` with the ``drop`` arm under ``path`` replaced by the ``keep`` arm."""
     def go(node, rest):
@@ -148,20 +158,20 @@ def _arm_for_both(data: dict, path: tuple, keep: str, drop: str) -> dict:
 
 
 def test_01_the_judge_without_saved_turns(claims_smoke):
-    data = next(d for c, d, _ in claims_smoke if c.id == "01-stateless")
+    data = _smoke(claims_smoke, "01-stateless")
     d = _arm_for_both(data, ("runs",), keep="uncached · sim", drop="cached · sim")
     assert verdict("01-stateless", d) == FAILS
 
 
 def test_04_the_judges_without_pages(claims_smoke):
-    data = next(d for c, d, _ in claims_smoke if c.id == "04-kv-waste")
+    data = _smoke(claims_smoke, "04-kv-waste")
     d = _arm_for_both(data, ("layouts",), keep="contiguous", drop="paged")
     assert verdict("04-kv-waste", d) == FAILS
     assert verdict("04-paged-throughput", d) == FAILS
 
 
 def test_07_the_judge_without_reuse(claims_smoke):
-    data = next(d for c, d, _ in claims_smoke if c.id == "07-prefix-reuse")
+    data = _smoke(claims_smoke, "07-prefix-reuse")
     d = _arm_for_both(data, ("agent",), keep="uncached", drop="cached")
     assert verdict("07-prefix-reuse", d) == FAILS
 
@@ -174,11 +184,6 @@ def test_13_the_judge_with_greedy_answers(claims_smoke):
     assert verdict("13-sampling", d) == FAILS
 
 
-def _measured(claims_smoke, claim_id: str) -> dict:
-    import copy
-    return copy.deepcopy(next(d for c, d, _ in claims_smoke if c.id == claim_id))
-
-
 def test_03_the_judge_without_growth_in_the_numbers(claims_smoke):
     d = _measured(claims_smoke, "03-prefill-decode")
     rows = d["runs"]["wall"]
@@ -188,7 +193,7 @@ def test_03_the_judge_without_growth_in_the_numbers(claims_smoke):
 
 
 def test_05_the_judge_without_saved_steps(claims_smoke):
-    data = next(d for c, d, _ in claims_smoke if c.id == "05-throughput")
+    data = _smoke(claims_smoke, "05-throughput")
     d = _arm_for_both(data, ("traces", "wall"), keep="static", drop="continuous")
     assert verdict("05-throughput", d) == FAILS              # continuous took static's steps
 
