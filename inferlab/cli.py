@@ -102,6 +102,9 @@ def _bench(args) -> int:
     if args.what == "threads":
         from inferlab.bench.threads import main as bench_threads
         return bench_threads(repeats=args.repeats, out_path=args.out)
+    if args.what == "lab":
+        from inferlab.bench.lab_live import main as bench_lab
+        return bench_lab(repeats=args.repeats, out_path=args.out)
     if args.what == "widgets":
         from inferlab.bench.widgets import main as bench_widgets
         return bench_widgets(["--requests", str(args.requests or 200)])
@@ -223,7 +226,7 @@ def main(argv=None) -> int:
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
                                     "trace", "widgets", "prefix-reuse", "vllm", "clock",
                                     "roofline", "profile", "gemm", "kernels",
-                                    "coldstart", "serve", "threads"])
+                                    "coldstart", "serve", "threads", "lab"])
     b.add_argument("--repeats", type=int, default=3, help="(serve: default 3, --smoke 1)")
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000; "
@@ -252,7 +255,7 @@ def main(argv=None) -> int:
                    help="clock: where the table (JSON) and the figure (SVG, PNG) go (default "
                    "build/bench/clock); coldstart: the result file (default "
                    "build/bench/coldstart.json); engine, vllm, roofline, gemm, serve, "
-                   "threads: write the numbers with the command, date, CPU and load to this "
+                   "threads, lab: write the numbers with the command, date, CPU and load to this "
                    "JSON file")
     b.add_argument("--threads", type=int, default=None,
                    help="clock: torch/numba threads (default: all CPUs)")

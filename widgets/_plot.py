@@ -17,6 +17,7 @@ import time
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.basedatatypes import BaseFigure, Undefined
 import traitlets as t
 from ipywidgets import widget_serialization
 
@@ -70,14 +71,21 @@ def _numbers(diff: dict) -> dict:
     return out
 
 
+def _layout(diff: dict) -> dict:
+    """A layout change as plotly.js takes it: validated by plotly (a template's name becomes
+    the template, ...), removed properties None."""
+    given = go.Layout({k: v for k, v in diff.items() if v is not None}).to_plotly_json()
+    return _numbers({k: given.get(k) for k in diff})
+
+
 def _shape(spec: dict) -> list:
     return [(t.get("type"), t.get("name")) for t in spec["data"]]
 
 
 def sync(fw: go.FigureWidget | None, last: dict | None, new: dict) -> go.FigureWidget | None:
     """Make ``fw`` (which shows the figure spec ``last``) show the spec ``new`` in place,
-    sending only what changed (one restyle per changed trace, one relayout); returns a new
-    FigureWidget instead when there is none yet (``fw`` or ``last`` None), else None."""
+    sending only what changed, as one ``Plotly.update`` (the page redraws once); returns a
+    new FigureWidget instead when there is none yet (``fw`` or ``last`` None), else None."""
     if fw is None or last is None:
         return LiveFigure(new)
     if _shape(last) != _shape(new):
@@ -86,17 +94,22 @@ def sync(fw: go.FigureWidget | None, last: dict | None, new: dict) -> go.FigureW
         fw.data = ()
         fw.add_traces([_numbers(tr) for tr in new["data"]])
         last = {"data": new["data"], "layout": last["layout"]}
-    # one restyle per changed trace, not one batch_update: a batch sends each property as one
-    # value per trace, with "undefined" for the traces where it did not change, and plotly's
-    # widget front end resets those to the default (showlegend back to true, ...): the
-    # legend then lists every trace
-    for trace, old, tr in zip(fw.data, last["data"], new["data"]):
-        diff = _changes(old, tr)
-        if diff:
-            trace.update(_numbers(diff), overwrite=True)
-    diff = _changes(last["layout"], new["layout"])
-    if diff:
-        fw.layout.update(diff, overwrite=True)
+    # one restyle for all traces: each changed property with its value for *every* trace
+    # that has it (plotly's widget front end resets a trace's property it is sent as
+    # "undefined" to the default: showlegend back to true, ...), undefined only for a trace
+    # that has it neither before nor after (a key its type may not even accept)
+    keys = {k for old, tr in zip(last["data"], new["data"]) for k in _changes(old, tr)}
+    restyle = {k: [_numbers({k: tr.get(k)})[k] if k in tr or k in old else Undefined
+                   for old, tr in zip(last["data"], new["data"])] for k in sorted(keys)}
+    relayout = _layout(_changes(last["layout"], new["layout"]))
+    # a subplot's axes the layout does not have yet (xaxis3, ...): plotly_update refuses
+    # them, layout.update makes them (a figure's subplots rarely change: once, as it grows)
+    added = {k: relayout.pop(k) for k in list(relayout)
+             if not BaseFigure._is_key_path_compatible(k, fw.layout)}
+    if added:
+        fw.layout.update(added, overwrite=True)
+    if restyle or relayout:
+        fw.plotly_update(restyle_data=restyle, relayout_data=relayout)
     return None
 
 
@@ -112,7 +125,12 @@ def same(fw: go.FigureWidget, fig: go.Figure) -> bool:
 class Throttle:
     """Call ``fn`` at most ``rate`` times a second, and at most ``duty`` of the time (a slow
     draw waits longer: the engine in the same process keeps the rest); a call that comes too
-    soon is run once, later, for all the calls in between (the last state is always drawn)."""
+    soon is run once, later, for all the calls in between (the last state is always drawn).
+
+    Paced by the page: once a page has said it drew (``drawn()``), each call waits until the
+    page has drawn the last one, or ``ack_timeout`` s: a page that falls behind gets the
+    latest state when it is ready, never a queue of states it has to draw one by one."""
+    ack_timeout = 1.0
 
     def __init__(self, fn, rate: float, lock, duty: float = 0.25):
         self._fn, self._rate, self._lock, self._duty = fn, rate, lock, duty
@@ -120,13 +138,15 @@ class Throttle:
         self._gap = 1.0 / rate
         self._again = False
         self._timer: threading.Timer | None = None
+        self._held = 0.0                    # monotonic time the page's answer is awaited to
+        self.paced = False                  # a page answers draws
         self.count = 0
 
     def __call__(self) -> None:
         # under the lock: a call between the pending timer's draw and its clearing ``_timer``
         # would set ``_again`` after it was read, and the last state would never be drawn
         with self._lock:
-            wait = self._last + self._gap - time.monotonic()
+            wait = max(self._last + self._gap, self._held) - time.monotonic()
             if wait <= 0:
                 self._run()
             elif self._timer is not None:
@@ -135,6 +155,16 @@ class Throttle:
                 self._timer = threading.Timer(wait, self._later)
                 self._timer.daemon = True
                 self._timer.start()
+
+    def drawn(self) -> None:
+        """The page drew the last call's result: a waiting call runs now (or when the rate
+        allows)."""
+        with self._lock:
+            self.paced, self._held = True, 0.0
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer, self._again = None, False
+                self()
 
     def _later(self) -> None:
         with self._lock:
@@ -152,7 +182,10 @@ class Throttle:
         try:
             self._fn()
         finally:
-            self._gap = max(1.0 / self._rate, (time.monotonic() - t0) / self._duty)
+            done = time.monotonic()
+            self._gap = max(1.0 / self._rate, (done - t0) / self._duty)
+            if self.paced:
+                self._held = done + self.ack_timeout
 
     def pending(self) -> bool:
         """A redraw is waiting or under way."""
@@ -176,6 +209,9 @@ class PlotView(View):
     # the traces ``plot`` shows: the page compares its plot with it and asks for a fresh
     # widget when they differ (``_on_page_msg``)
     plot_traces = t.Int(0).tag(sync=True)
+    # one more per redraw sent: the page answers each with "drawn" once plotly has drawn it
+    # (``Throttle.drawn``: the next redraw waits for that answer)
+    plot_seq = t.Int(0).tag(sync=True)
     redraw_on: tuple = ("dark",)                     # traits whose change redraws
     # redraws a second at most, and the share of the time they may take: the Lab shows three
     # plots, and the engine and the notebook's own clicks share the kernel with them
@@ -184,6 +220,7 @@ class PlotView(View):
     def __init__(self, *args, **kwargs):
         self._redraw: Throttle | None = None
         self.resyncs = 0                              # fresh widgets the page asked for
+        self.plots_made = 0                           # FigureWidgets made (first, resyncs)
         self._sent: dict | None = None                # the figure spec the FigureWidget shows
         super().__init__(*args, **kwargs)
         self._redraw = Throttle(self._draw, self.plot_rate, self._lock, self.plot_duty)
@@ -197,12 +234,17 @@ class PlotView(View):
         showed empty axes in most runs of notebook 12; the likeliest cause, updates that
         arrive before plotly's code has loaded, is not pinned down). A fresh FigureWidget
         carries the whole figure in its opening state."""
+        if content.get("event") == "drawn":
+            if self._redraw is not None and content.get("seq") == self.plot_seq:
+                self._redraw.drawn()
+            return
         if content.get("event") != "resync":
             return
         with self._lock:
             if self._sent is not None:
                 old, self.plot = self.plot, LiveFigure(self._sent)
                 self.resyncs += 1
+                self.plots_made += 1
                 if old is not None:     # once the page has mounted the new one: the old
                     # one's view, still shown till then, would sync on a closed comm
                     later = threading.Timer(10.0, old.close)
@@ -246,10 +288,13 @@ class PlotView(View):
             fresh = sync(self.plot, self._sent, new)
             self._sent = new
             if fresh is not None:
+                self.plots_made += 1
                 old, self.plot = self.plot, fresh
                 if old is not None:
                     old.close()
-            self.plot_traces = len(new["data"])
+            with self.hold_sync():
+                self.plot_traces = len(new["data"])
+                self.plot_seq += 1
 
     def figure(self, dark: bool | None = None) -> go.Figure:
         """The one drawing of this view: what the live widget shows (``plot``), in the

@@ -151,6 +151,15 @@ function ilPlot(model, root, box, marks = []) {
     }, 1500);
   };
   model.on("change:plot_traces", check);
+  // each redraw the kernel sent is answered once plotly has drawn it (the frame after):
+  // the kernel sends the next one then (widgets/_plot.py, Throttle), so a page that falls
+  // behind gets the latest state, never a queue of them
+  model.on("change:plot_seq", () => {
+    const seq = model.get("plot_seq");
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      if (!gone && seq === model.get("plot_seq")) model.send({ event: "drawn", seq });
+    }));
+  });
   model.on("change:plot", () => { waiting = false; mount().then(check); });
   mount().then(check).catch((e) => { box.textContent = `the plot could not be shown (${e})`; });
   theme();

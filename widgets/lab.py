@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 import weakref
 
 import ipywidgets as w
@@ -124,6 +125,7 @@ class Lab(SavedDisplay, w.VBox):
         self.trace: Trace | None = None
         self.engine = None
         self.thread: threading.Thread | None = None
+        self.timing: dict[str, float] = {}
         self._stop = threading.Event()
         self._interrupted = False
         ctl = list(self.controls.values()) + [self.workload_kind, self.num_requests, self.rate,
@@ -161,6 +163,8 @@ class Lab(SavedDisplay, w.VBox):
         self._stop.clear()
         self._interrupted = False
         self.engine = self.trace = None
+        # perf_counter seconds: the click, the engine's last step, "done" shown (Run -> done)
+        self.timing = {"start": time.perf_counter()}
         _RUNNING.add(self)
         _stop_on_kernel_interrupt()
         self.run_button.disabled, self.stop_button.disabled = True, False
@@ -193,10 +197,12 @@ class Lab(SavedDisplay, w.VBox):
                 v.attach(eng, trace=self.trace)
             self.status.value = f"running {wl.description} on {eng.model_name}…"
             outs = run_workload(eng, wl, progress=False)
+            self.timing["engine_done"] = time.perf_counter()
             self._end_run()
             word = ("interrupted (Kernel → Interrupt)" if self._interrupted else
                     "stopped" if self._stop.is_set() else "done")
             run = self._add_run(eng, wl, outs)
+            self.timing["done"] = time.perf_counter()
             self.status.value = (f"{word}: run {run}, {len(outs)}/{len(wl)} requests finished in "
                                  f"{len(self.trace)} steps on {eng.model_name} "
                                  f"({eng.clock_name} clock); its summary is row {run} below")

@@ -71,13 +71,14 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def jupyterlab(root: pathlib.Path, started=None):
+def jupyterlab(root: pathlib.Path, started=None, env: dict | None = None):
     """A JupyterLab on 127.0.0.1 (free port, own token, ``root`` as its root dir); yields
     (url, token) once it answers; stopped by its own pid afterwards. ``started`` runs while
-    the server boots (e.g. to make the trace)."""
+    the server boots (e.g. to make the trace); ``env``: the server's environment (default
+    this process's)."""
     root = pathlib.Path(root)
     port, token = _free_port(), "inferlab-bench-" + os.urandom(8).hex()
-    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
+    env = dict(os.environ if env is None else env, JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(root / ".ws"), JUPYTER_CONFIG_DIR=str(root / ".cfg"),
                HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     log = open(root / "lab.log", "w")
