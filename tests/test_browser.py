@@ -102,7 +102,7 @@ def test_views_in_jupyterlab(lab_server, tmp_path):
     with sync_playwright() as p:
         browser, page = browser_page(p, errors)
         try:
-            draws = _drive(page, url, token, tmp_path, root)
+            draws, acks = _drive(page, url, token, tmp_path, root)
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
             shutil.copy(tmp_path / "failure.png", pathlib.Path(tempfile.gettempdir(), "il_browser_failure.png"))
@@ -115,6 +115,9 @@ def test_views_in_jupyterlab(lab_server, tmp_path):
     # every view drew, each named (how fast is `inferlab bench widgets`' business, not a test's)
     assert set(draws) == set(ROOTS) | set(LAB_VIEWS), draws
     assert all(n > 0 for n in draws.values()), draws
+    # the page answers the Lab's redraws ("drawn"): the kernel sends the next one then
+    # (widgets/_plot.py, Throttle; tests/test_live_updates.py tests the kernel's side)
+    assert all(n > 0 for n in acks.values()), acks
     for name in ("token_stream.png", "scheduler_timeline.png", "kv_block_map.png", "lab.png",
                  "batching_comparison.png", "vllm_prefix_cache.png",
                  "scheduler_timeline_dark.png"):
@@ -123,9 +126,10 @@ def test_views_in_jupyterlab(lab_server, tmp_path):
 
 # the Lab's own views, by their root's class
 LAB_VIEWS = ("lab:il-timeline", "lab:il-kv-map", "lab:il-token-stream")
-# JS: how many times each view drew (common.js counts a plot's redraws on its root)
-DRAWS = """([keys, lab]) => {
-    const n = e => e ? parseInt(e.dataset.draws || '0', 10) : -1, out = {};
+# JS: how many times each view drew, or answered a redraw (what="acks"), as common.js counts
+# them on its root
+DRAWS = """([keys, lab, what]) => {
+    const n = e => e ? parseInt(e.dataset[what] || '0', 10) : -1, out = {};
     for (const k of keys) out[k] = n(document.querySelector('#il-view-' + k));
     for (const k of lab) out[k] = n(document.querySelector('.il-lab .' + k.slice(4)));
     return out; }"""
@@ -252,4 +256,5 @@ def _drive(page, url, token, tmp_path, root):
                           ("token_stream_dark.png", "ts"), ("batching_comparison_dark.png", "cmp"),
                           ("vllm_prefix_cache_dark.png", "vkv")]:
             _shot(page, f"#il-view-{key}", name, tmp_path)
-        return page.evaluate(DRAWS, [list(ROOTS), list(LAB_VIEWS)])
+        return (page.evaluate(DRAWS, [list(ROOTS), list(LAB_VIEWS), "draws"]),
+                page.evaluate(DRAWS, [[], list(LAB_VIEWS), "acks"]))

@@ -4,24 +4,23 @@ of the view, rendered by the view's JS as a child widget, and updated in place.
 ``sync(fw, last, new)`` makes the FigureWidget show the figure spec ``new`` (a plain dict, as
 the drawings build it), sending only the properties that changed since ``last`` (one
 restyle per changed trace, one relayout); a figure whose traces differ in number or type
-gets a new FigureWidget instead (the caller assigns it). ``Throttle`` runs a
-redraw at most ``rate`` times a second, the last request always drawn (trailing edge).
+gets a new FigureWidget instead (the caller assigns it). ``Throttle`` (_pace.py) runs a
+redraw at most ``rate`` times a second and, once a page answers, when it has drawn the last.
 ``PlotView`` is the base of every view drawn this way (its JS: ``ilPlot`` in common.js).
 """
 from __future__ import annotations
 
-import json
+import base64
 import threading
-import time
 
 import numpy as np
 import plotly.graph_objects as go
-import plotly.io as pio
 from plotly.basedatatypes import BaseFigure, Undefined
 import traitlets as t
 from ipywidgets import widget_serialization
 
 from inferlab.widgets._base import View
+from inferlab.widgets._pace import Throttle
 
 try:
     # plotly looks pandas up in sys.modules at every property read; a draw in a flusher
@@ -113,88 +112,25 @@ def sync(fw: go.FigureWidget | None, last: dict | None, new: dict) -> go.FigureW
     return None
 
 
+def _plain(x):
+    """``x`` with its numpy arrays, and plotly's typed arrays ({"dtype", "bdata"}: how it
+    keeps an array it validated), as lists (a value compares with the spec it came from)."""
+    if isinstance(x, dict) and "bdata" in x and "dtype" in x:
+        a = np.frombuffer(base64.b64decode(x["bdata"]), dtype=x["dtype"])
+        return a.reshape(x["shape"]).tolist() if "shape" in x else a.tolist()
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x.tolist() if isinstance(x, np.ndarray) else x
+
+
 def same(fw: go.FigureWidget, fig: go.Figure) -> bool:
     """Whether ``fw`` shows ``fig`` (traces and layout; trace uids aside)."""
-    # through JSON: the widget holds numpy arrays where the figure holds lists
-    a, b = (json.loads(pio.to_json(f, validate=False)) for f in (fw, fig))
+    a, b = (_plain(f.to_dict()) for f in (fw, fig))
     for t in (*a["data"], *b["data"]):
         t.pop("uid", None)
     return a == b
-
-
-class Throttle:
-    """Call ``fn`` at most ``rate`` times a second, and at most ``duty`` of the time (a slow
-    draw waits longer: the engine in the same process keeps the rest); a call that comes too
-    soon is run once, later, for all the calls in between (the last state is always drawn).
-
-    Paced by the page: once a page has said it drew (``drawn()``), each call waits until the
-    page has drawn the last one, or ``ack_timeout`` s: a page that falls behind gets the
-    latest state when it is ready, never a queue of states it has to draw one by one."""
-    ack_timeout = 1.0
-
-    def __init__(self, fn, rate: float, lock, duty: float = 0.25):
-        self._fn, self._rate, self._lock, self._duty = fn, rate, lock, duty
-        self._last = 0.0
-        self._gap = 1.0 / rate
-        self._again = False
-        self._timer: threading.Timer | None = None
-        self._held = 0.0                    # monotonic time the page's answer is awaited to
-        self.paced = False                  # a page answers draws
-        self.count = 0
-
-    def __call__(self) -> None:
-        # under the lock: a call between the pending timer's draw and its clearing ``_timer``
-        # would set ``_again`` after it was read, and the last state would never be drawn
-        with self._lock:
-            wait = max(self._last + self._gap, self._held) - time.monotonic()
-            if wait <= 0:
-                self._run()
-            elif self._timer is not None:
-                self._again = True          # drawn again after the pending one
-            else:
-                self._timer = threading.Timer(wait, self._later)
-                self._timer.daemon = True
-                self._timer.start()
-
-    def drawn(self) -> None:
-        """The page drew the last call's result: a waiting call runs now (or when the rate
-        allows)."""
-        with self._lock:
-            self.paced, self._held = True, 0.0
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer, self._again = None, False
-                self()
-
-    def _later(self) -> None:
-        with self._lock:
-            try:
-                self._run()
-            finally:
-                self._timer = None
-                if self._again:
-                    self._again = False
-                    self()
-
-    def _run(self) -> None:
-        self._last = t0 = time.monotonic()
-        self.count += 1
-        try:
-            self._fn()
-        finally:
-            done = time.monotonic()
-            self._gap = max(1.0 / self._rate, (done - t0) / self._duty)
-            if self.paced:
-                self._held = done + self.ack_timeout
-
-    def pending(self) -> bool:
-        """A redraw is waiting or under way."""
-        return self._timer is not None
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
 
 class PlotView(View):
@@ -295,6 +231,12 @@ class PlotView(View):
             with self.hold_sync():
                 self.plot_traces = len(new["data"])
                 self.plot_seq += 1
+
+    def detach(self) -> "PlotView":
+        super().detach()
+        if self._redraw is not None:      # the run's last step drawn now, not after a wait
+            self._redraw.finish()
+        return self
 
     def figure(self, dark: bool | None = None) -> go.Figure:
         """The one drawing of this view: what the live widget shows (``plot``), in the

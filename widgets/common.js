@@ -157,7 +157,9 @@ function ilPlot(model, root, box, marks = []) {
   model.on("change:plot_seq", () => {
     const seq = model.get("plot_seq");
     requestAnimationFrame(() => requestAnimationFrame(() => {
-      if (!gone && seq === model.get("plot_seq")) model.send({ event: "drawn", seq });
+      if (gone || seq !== model.get("plot_seq")) return;
+      model.send({ event: "drawn", seq });
+      root.dataset.acks = String(parseInt(root.dataset.acks || "0", 10) + 1);
     }));
   });
   model.on("change:plot", () => { waiting = false; mount().then(check); });

@@ -14,6 +14,7 @@ import select
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -32,6 +33,19 @@ def write_result(path, command: str, numbers: dict) -> str:
         json.dump({**result_meta(command), "results": numbers}, f, indent=1, default=str)
         f.write("\n")
     return path
+
+
+@contextlib.contextmanager
+def busy_neighbour(on: bool):
+    """One process spinning on one core for the duration (nothing when ``on`` is false): what
+    a browser drawing or another job does to a 2-core machine."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if on else None
+    try:
+        yield
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
 
 
 def table(out, header, rows) -> None:

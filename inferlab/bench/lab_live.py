@@ -26,7 +26,7 @@ import time
 
 from inferlab.threads import USER_KNOBS
 
-from .common import table, write_result
+from .common import busy_neighbour, table, write_result
 
 
 # --- in the kernel (or the headless process): one JSON line per finished run ----------------
@@ -98,6 +98,11 @@ def headless(path: str, runs: int = 2) -> None:
 
 
 # --- driving both sides ---------------------------------------------------------------------
+# OpenMP's wait policy of each arm; {}: inferlab's own (passive, inferlab/threads.py); the
+# libgomp default given as the user's setting (which inferlab leaves alone)
+POLICIES = {"passive (inferlab)": {}, "spin (libgomp default)": {"GOMP_SPINCOUNT": "300000"}}
+
+
 def make_lab_env() -> dict:
     """The environment ``make lab`` gives: this one, without the user's OpenMP settings."""
     return {k: v for k, v in os.environ.items() if k not in USER_KNOBS}
@@ -131,43 +136,83 @@ def _wait_rows(path, n: int, timeout: float = 60.0) -> list[dict]:
     return _rows(path)
 
 
-def run(repeats: int = 3, out=print) -> dict:
+def _kernels(root: pathlib.Path) -> dict:
+    """One kernel spec per policy (its environment), under ``root``/share: {policy: name}."""
+    names = {}
+    for i, (policy, env) in enumerate(POLICIES.items()):
+        d = root / "share" / "kernels" / f"il-policy-{i}"
+        d.mkdir(parents=True)
+        (d / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": policy, "language": "python", "env": env}))
+        names[policy] = d.name
+    return names
+
+
+class _Side:
+    """One policy's live Lab (a notebook in its own page) and its headless runs."""
+
+    def __init__(self, root, browser, url, token, policy, kernel, errors):
+        from inferlab.tools.jupyter import run_all, write_notebook
+        self.root, self.policy, self.n = root, policy, 0
+        self.live_path = root / f"{kernel}.jsonl"
+        write_notebook(root / f"{kernel}.ipynb", [CELL.format(path=str(self.live_path))],
+                       kernel=kernel)
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: errors.append(str(e)))
+        run_all(self.page, url, token, f"{kernel}.ipynb")
+        self.page.wait_for_selector("button.il-lab-run:not([disabled])", timeout=300_000)
+        self.page.wait_for_selector(".il-lab .js-plotly-plot", timeout=120_000)
+
+    def live(self) -> dict:
+        self.n += 1
+        page_s = self.page.evaluate(CLICK_JS, self.n)
+        row = _wait_rows(self.live_path, self.n)[-1]
+        return {**row, "policy": self.policy, "page_run_to_done_s": page_s}
+
+    def headless(self, env) -> dict:
+        path = self.root / f"headless-{os.urandom(4).hex()}.jsonl"
+        proc = subprocess.run([sys.executable, "-m", "inferlab.bench.lab_live", "--headless",
+                               str(path)], env={**env, **POLICIES[self.policy]},
+                              capture_output=True, text=True, timeout=900)
+        if proc.returncode:
+            raise RuntimeError(f"headless run failed: {proc.stderr[-2000:]}")
+        return {**_rows(path)[-1], "policy": self.policy}
+
+
+def run(repeats: int = 3, machines=("quiet", "busy"), out=print) -> dict:
+    """Per machine (quiet; busy: beside one process spinning on a core), per policy: a live
+    warm-up, then ``repeats`` x (headless, live) for each policy in turn (A B A B)."""
     from playwright.sync_api import sync_playwright
 
-    from inferlab.tools.jupyter import browser_page, jupyterlab, run_all, write_notebook
+    from inferlab.tools.jupyter import CHROMIUM_ARGS, CHROMIUM, jupyterlab
     env = make_lab_env()
     errors: list = []
+    res: dict = {}
     with tempfile.TemporaryDirectory(prefix="il-bench-lab-") as root:
         root = pathlib.Path(root)
-        live_path = root / "live.jsonl"
-        write_notebook(root / "lab.ipynb", [CELL.format(path=str(live_path))])
-        live, quiet = [], []
-        with jupyterlab(root, env=env) as (url, token), sync_playwright() as p:
-            browser, page = browser_page(p, errors)
+        kernels = _kernels(root)
+        server_env = {**env, "JUPYTER_PATH": str(root / "share")}
+        with jupyterlab(root, env=server_env) as (url, token), sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
-                run_all(page, url, token, "lab.ipynb")
-                page.wait_for_selector("button.il-lab-run:not([disabled])", timeout=300_000)
-                page.wait_for_selector(".il-lab .js-plotly-plot", timeout=120_000)
-                for i in range(1 + repeats):              # live warm-up, then A B A B
-                    if i:
-                        path = root / f"headless{i}.jsonl"
-                        proc = subprocess.run([sys.executable, "-m", "inferlab.bench.lab_live",
-                                               "--headless", str(path)], env=env,
-                                              capture_output=True, text=True, timeout=900)
-                        if proc.returncode:
-                            raise RuntimeError(f"headless run failed: {proc.stderr[-2000:]}")
-                        quiet.append(_rows(path)[-1])
-                        out(_line(quiet[-1]))
-                    page_s = page.evaluate(CLICK_JS, i + 1)
-                    row = _wait_rows(live_path, i + 1)[-1]
-                    row["page_run_to_done_s"] = page_s
-                    if i:
-                        live.append(row)
-                        out(_line(row))
+                sides = [_Side(root, browser, url, token, pol, kernels[pol], errors)
+                         for pol in POLICIES]
+                for s in sides:
+                    s.live()                                   # warm-up
+                for machine in machines:
+                    rows: list = []
+                    with busy_neighbour(machine == "busy"):
+                        for r in range(repeats):
+                            for s in sides:
+                                for row in (s.headless(env), s.live()):
+                                    rows.append({**row, "machine": machine})
+                                    out(f"{machine} {r + 1}/{repeats} {_line(rows[-1])}")
+                    res[machine] = {"runs": rows, "median": _medians(rows)}
             finally:
                 browser.close()
-    return {"runs": {"headless": quiet, "live": live}, "median": _medians(quiet, live),
-            "console_errors": errors[:20]}
+    return {**res, "console_errors": errors[:20]}
 
 
 KEYS = ("output_tok_s", "itl_p50_ms", "itl_p99_ms", "ttft_p99_ms", "run_to_done_s",
@@ -178,28 +223,36 @@ def _line(r: dict) -> str:
     draws = ", ".join(f"{k.split()[0].lower()} {v['draws_per_step']:.2f}"
                       for k, v in r["views"].items())
     page = f", page {r['page_run_to_done_s']:.1f} s" if "page_run_to_done_s" in r else ""
-    return (f"{r['side']:>8}: {r['output_tok_s']:.1f} tok/s, ITL p50 {r['itl_p50_ms']:.0f} ms, "
+    return (f"{r['policy']}, {r['side']:>8}: {r['output_tok_s']:.1f} tok/s, ITL p50 {r['itl_p50_ms']:.0f} ms, "
             f"Run->done {r['run_to_done_s']:.1f} s (lag {r['done_lag_s']:.2f} s{page}), "
             f"draws/step {draws}, {r['messages']} messages ({r['bytes'] / 1e6:.1f} MB), load {r['load']}")
 
 
-def _medians(quiet: list, live: list) -> dict:
-    med = {side: {k: statistics.median(r[k] for r in rows) for k in KEYS}
-           for side, rows in (("headless", quiet), ("live", live)) if rows}
-    if quiet and live:
-        med["live"]["page_run_to_done_s"] = statistics.median(r["page_run_to_done_s"]
-                                                              for r in live)
-        med["ratio_tok_s"] = med["live"]["output_tok_s"] / med["headless"]["output_tok_s"]
+def _medians(rows: list) -> dict:
+    """{policy: {side: median of each number}, with live / headless tok/s}."""
+    med: dict = {}
+    for policy in dict.fromkeys(r["policy"] for r in rows):
+        m = med[policy] = {}
+        for side in ("headless", "live"):
+            rs = [r for r in rows if r["policy"] == policy and r["side"] == side]
+            m[side] = {k: statistics.median(r[k] for r in rs) for k in KEYS}
+        m["live"]["page_run_to_done_s"] = statistics.median(
+            r["page_run_to_done_s"] for r in rows if r["policy"] == policy and r["side"] == "live")
+        m["ratio_tok_s"] = m["live"]["output_tok_s"] / m["headless"]["output_tok_s"]
     return med
 
 
 def main(repeats: int = 3, out_path: str | None = None) -> int:
     res = run(repeats)
-    med = res["median"]
-    table(print, ["side", "tok/s", "ITL p50 ms", "ITL p99 ms", "TTFT p99 ms", "Run->done s",
-                  "lag s"],
-          [[s, *(f"{med[s][k]:.2f}" for k in KEYS)] for s in ("headless", "live")])
-    print(f"live / headless tok/s: {med['ratio_tok_s']:.2f}")
+    for machine in ("quiet", "busy"):
+        print(f"{machine} machine (medians of {repeats})")
+        table(print, ["policy", "side", "tok/s", "ITL p50 ms", "ITL p99 ms", "TTFT p99 ms",
+                      "Run->done s", "lag s", "page Run->done s"],
+              [[p, side, *(f"{m[side][k]:.2f}" for k in KEYS),
+                f"{m[side].get('page_run_to_done_s', float('nan')):.2f}"]
+               for p, m in res[machine]["median"].items() for side in ("headless", "live")])
+        for p, m in res[machine]["median"].items():
+            print(f"{p}: live / headless tok/s {m['ratio_tok_s']:.2f}")
     if res["console_errors"]:
         print("console errors:", res["console_errors"][:5])
     if out_path:

@@ -12,7 +12,6 @@ inferlab/threads.py).
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import statistics
@@ -21,7 +20,7 @@ import sys
 
 from inferlab.threads import USER_KNOBS
 
-from .common import table, write_result
+from .common import busy_neighbour, table, write_result
 
 POLICIES = {"spin (libgomp default)": {"GOMP_SPINCOUNT": "300000"},
             "spin 10k": {"GOMP_SPINCOUNT": "10000"},
@@ -40,18 +39,6 @@ eng.generate([f"Tell me about item {i}." for i in range(8)], p, use_tqdm=False)
 b8 = 8 * 32 / (time.perf_counter() - t)
 print("RESULT", json.dumps({"b1_tok_s": b1, "b8_tok_s": b8, "ttft_ms": o.metrics.ttft * 1e3}))
 """
-
-
-@contextlib.contextmanager
-def busy_neighbour(on: bool):
-    """One process spinning on one core for the duration (nothing when ``on`` is false)."""
-    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if on else None
-    try:
-        yield
-    finally:
-        if proc is not None:
-            proc.kill()
-            proc.wait()
 
 
 def one_run(policy: dict) -> dict:

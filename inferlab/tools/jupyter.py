@@ -25,11 +25,12 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-def write_notebook(path, cells: list[str]) -> None:
-    """A notebook of code cells (not yet run) at ``path``, for a lab to open and run."""
+def write_notebook(path, cells: list[str], kernel: str = "python3") -> None:
+    """A notebook of code cells (not yet run) at ``path``, for a lab to open and run in the
+    kernel named ``kernel``."""
     import nbformat
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+    nb.metadata["kernelspec"] = {"name": kernel, "display_name": kernel,
                                  "language": "python"}
     pathlib.Path(path).write_text(nbformat.writes(nb), encoding="utf-8")
 
