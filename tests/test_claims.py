@@ -88,6 +88,17 @@ def test_verdict_is_one_of_four_and_states_numbers():
     assert str(Verdict(HOLDS, "2x", warning="WARNING: busy")).endswith("WARNING: busy")
 
 
+def test_a_busy_wall_clock_verdict_is_not_judged_and_keeps_its_numbers():
+    busy = "WARNING: busy machine, wall-clock numbers not trustworthy: load average 6.5"
+    claim = verdicts.Claim("x-1", "x", "y", "ch05_batching", measure=lambda smoke: {},
+                           judge=lambda d: Verdict(d["v"], "2.00x here", warning=d["w"]))
+    for v in (HOLDS, FAILS):                 # whatever the numbers would say
+        got = claim.assess({"v": v, "w": busy})
+        assert got.verdict == verdicts.UNMEASURABLE and got.warning == busy
+        assert got.reason == verdicts.BUSY_REASON + "2.00x here"
+    assert claim.assess({"v": HOLDS, "w": None}).verdict == HOLDS      # quiet: judged
+
+
 def test_judging_helpers():
     assert against_published(23.5, 23) == HOLDS
     assert against_published(2.1, 23) == HOLDS_SMALLER
@@ -242,16 +253,22 @@ def test_only_measured_claims_are_judged_and_the_card_counts_each_kind(results):
 
 
 def test_the_measured_claims_hold_with_the_effect_in_place(results):
-    """Counts always; a wall-clock verdict only when its measurement saw a quiet machine (a
-    busy one is what the protocol's warning is for, and the warning travels with the verdict
-    onto the report card)."""
+    """Counts always; a wall-clock verdict only when its measurement saw a quiet machine: from
+    a busy one it is "not measurable here" with the machine's reason (the numbers kept), and
+    this test says so as a visible skip once the others are checked."""
     by_id = {c.id: v for c, _, v in results}
+    busy = []
     for cid in FALSIFIED:
         v = by_id[cid]
         if v.warning:
             assert v.warning.startswith("WARNING: busy machine") and v.warning in str(v), cid
+            assert v.verdict == verdicts.UNMEASURABLE, (cid, v.verdict)
+            assert v.reason.startswith(verdicts.BUSY_REASON), (cid, v.reason)
+            busy.append(f"{cid} ({v.warning})")
             continue
         assert v.verdict in (HOLDS, HOLDS_SMALLER), f"{cid}: {v.verdict}: {v.reason}"
+    if busy:
+        pytest.skip("not judged on a busy machine: " + "; ".join(busy))
 
 
 def test_the_json_report_lists_every_claim_with_its_class(results):

@@ -5,7 +5,7 @@ own). With the effect in place the judges hold (tests/test_claims.py, `inferlab 
 from __future__ import annotations
 
 import pytest
-from claim_verdict import verdict
+from claim_verdict import fails, verdict
 
 from inferlab.lab.chapters import ch15_memory_and_price as ch
 from inferlab.lab.verdicts import FAILS, HOLDS, HOLDS_SMALLER
@@ -33,14 +33,14 @@ def test_15_a_budget_with_room_for_everyone_runs_them_all_at_once():
     assert verdict("15-long-context", d) == HOLDS
     d = ch.measure(smoke=True, parts=("capacity",), fits=None)
     assert d["capacity"]["long"]["max_running"] == s["requests"]
-    assert verdict("15-long-context", d) == FAILS
+    fails("15-long-context", d)
 
 
 def test_15_memory_of_a_tiny_model_is_not_its_weights_and_kv():
     d = ch.measure(smoke=True, parts=("memory",), memory_model="tiny")
     m = d["memory"]
     assert m["parts_load"]["weights"] < 50e6 and m["kv"] < 50e6
-    assert verdict("15-memory", d) == FAILS
+    fails("15-memory", d)
 
 
 def test_15_judge_price_on_made_up_numbers():

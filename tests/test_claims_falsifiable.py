@@ -25,7 +25,7 @@ falsification of the same judge.
 from __future__ import annotations
 
 import pytest
-from claim_verdict import verdict
+from claim_verdict import fails, verdict
 
 from inferlab.lab.verdicts import FAILS, HOLDS
 
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.slow
 def test_01_without_a_prefix_cache_the_turns_are_not_saved():
     from inferlab.lab.chapters import ch01_prompt_anatomy as ch
     d = ch.measure(smoke=True, deterministic=True, caching=(False, False))
-    assert verdict("01-stateless", d) == FAILS
+    fails("01-stateless", d)
 
 
 @pytest.mark.full("tests/test_claims_falsifiable.py::test_01_the_judge_without_saved_turns")
@@ -44,51 +44,51 @@ def test_01_with_a_prefix_cache_on_both_sides_later_turns_do_not_start_later():
     from inferlab.lab.chapters import ch01_prompt_anatomy as ch
     d = ch.measure(smoke=True, caching=(True, True), repeats=1, wall_turns=(1, 10))
     assert d["runs"]["uncached · wall"][-1]["cached_tokens"] > 0
-    assert verdict("01-later-turns", d) == FAILS
+    fails("01-later-turns", d)
 
 
 def test_02_the_same_text_in_every_language_costs_the_same():
     from inferlab.lab.chapters import ch02_tokenization as ch
     same = {lang: ch.TEXTS["English"] for lang in ("English", "French", "Thai")}
     d = ch.measure(smoke=True, deterministic=True, texts=same)
-    assert verdict("02-languages", d) == FAILS
+    fails("02-languages", d)
 
 
 @pytest.mark.full("tests/test_claims_falsifiable.py::test_03_the_judge_without_growth_in_the_numbers")
 def test_03_inputs_of_one_length_show_no_growth():
     from inferlab.lab.chapters import ch03_prefill_decode as ch
     d = ch.measure(smoke=True, with_fit=False, wall_lengths=[256, 257])
-    assert verdict("03-prefill-decode", d) != HOLDS          # FAILS, or smaller under noise
+    fails("03-prefill-decode", d)
 
 
 @pytest.mark.full("tests/test_claims_falsifiable.py::test_04_the_judges_without_pages")
 def test_04_contiguous_against_contiguous_saves_nothing():
     from inferlab.lab.chapters import ch04_kv_cache as ch
     d = ch.measure(smoke=True, arms={"contiguous": "contiguous", "paged": "contiguous"})
-    assert verdict("04-kv-waste", d) == FAILS
-    assert verdict("04-paged-throughput", d) == FAILS
+    fails("04-kv-waste", d)
+    fails("04-paged-throughput", d)
 
 
 @pytest.mark.full("tests/test_claims_falsifiable.py::test_05_the_judge_without_saved_steps")
 def test_05_static_against_static_answers_no_sooner():
     from inferlab.lab.chapters import ch05_batching as ch
     d = ch.measure(smoke=True, arms={"static": "static", "continuous": "static"})
-    assert verdict("05-throughput", d) == FAILS
-    assert verdict("05-response-time", d) != HOLDS            # wall clock: FAILS, or noise
+    fails("05-throughput", d)
+    fails("05-response-time", d)
 
 
 @pytest.mark.full("tests/test_claims_falsifiable.py::test_07_the_judge_without_reuse")
 def test_07_without_a_prefix_cache_the_loop_recomputes_everything():
     from inferlab.lab.chapters import ch07_prefix_caching as ch
     d = ch.measure(smoke=True, caching=(False, False))
-    assert verdict("07-prefix-reuse", d) == FAILS
+    fails("07-prefix-reuse", d)
 
 
 @pytest.mark.full("tests/test_claims_falsifiable.py::test_13_the_judge_with_greedy_answers")
 def test_13_greedy_answers_do_not_differ():
     from inferlab.lab.chapters import ch13_sampling_decode as ch
     d = ch.measure(smoke=True, deterministic=True, temperature=0.0)
-    assert verdict("13-sampling", d) == FAILS
+    fails("13-sampling", d)
 
 
 @pytest.mark.full("tests/test_claims_falsifiable.py::test_13_the_judge_with_greedy_answers")
@@ -97,9 +97,9 @@ def test_13_greedy_answers_do_not_differ_and_equal_lengths_take_equal_steps_and_
     d = ch.measure(smoke=True, temperature=0.0, lengths=(32, 32),
                    kv_arms=("without", "without"), rtts=(0.0,))
     assert "decode_wall" in d and "wall" in d["kv"] and "network_wall" in d
-    assert verdict("13-sampling", d) == FAILS
-    assert verdict("13-decode-length", d) == FAILS           # counts equal: no growth
-    assert verdict("13-kv-tradeoff", d) == FAILS             # no cache on either side
+    fails("13-sampling", d)
+    fails("13-decode-length", d)           # counts equal: no growth
+    fails("13-kv-tradeoff", d)             # no cache on either side
     assert verdict("13-network", d) != HOLDS                 # a proxy adding no delay
 
 
@@ -107,9 +107,9 @@ def test_13_greedy_answers_do_not_differ_and_equal_lengths_take_equal_steps_and_
 def test_08_without_an_input_check_nothing_waits_and_without_chunks_nothing_is_won_back():
     from inferlab.lab.chapters import ch08_safety_streaming as ch
     d = ch.measure(smoke=True, input_check=False)
-    assert verdict("08-input-check", d) == FAILS             # no check: no added wait
+    fails("08-input-check", d)             # no check: no added wait
     d = ch.measure(smoke=True, check_every=ch._sizes(True)["max_tokens"])
-    assert verdict("08-output-check", d) == FAILS            # one check at the end: no chunks
+    fails("08-output-check", d)            # one check at the end: no chunks
 
 
 def test_13_a_prompt_paired_with_itself_gets_the_same_answers():
@@ -121,7 +121,7 @@ def test_13_a_prompt_paired_with_itself_gets_the_same_answers():
     rows = d["near"]["rows"]
     assert [r["prompt_changed"] for r in rows] == [0, 0, 0]
     assert all(r["greedy_first"] is None and r["sampled_differ"] == 0 for r in rows)
-    assert verdict("13-near-prompts", d) == FAILS             # nothing differs, nothing parts
+    fails("13-near-prompts", d)             # nothing differs, nothing parts
 
 
 def test_02_the_same_tokenizer_twice_cuts_every_text_alike():
@@ -131,7 +131,7 @@ def test_02_the_same_tokenizer_twice_cuts_every_text_alike():
     d = {"tokenizers": ch.measure_tokenizers(texts, ch.REPEAT_SMOKE,
                                              [smol, {**smol, "name": "SmolLM2 again"}])}
     assert all(len(set(r["tokens"].values())) == 1 for r in d["tokenizers"]["rows"])
-    assert verdict("02-tokenizers", d) == FAILS
+    fails("02-tokenizers", d)
 
 
 # --- the judges on the smoke run's own numbers, the effect taken out of them -----------------
@@ -160,20 +160,20 @@ def _arm_for_both(data: dict, path: tuple, keep: str, drop: str) -> dict:
 def test_01_the_judge_without_saved_turns(claims_smoke):
     data = _smoke(claims_smoke, "01-stateless")
     d = _arm_for_both(data, ("runs",), keep="uncached · sim", drop="cached · sim")
-    assert verdict("01-stateless", d) == FAILS
+    fails("01-stateless", d)
 
 
 def test_04_the_judges_without_pages(claims_smoke):
     data = _smoke(claims_smoke, "04-kv-waste")
     d = _arm_for_both(data, ("layouts",), keep="contiguous", drop="paged")
-    assert verdict("04-kv-waste", d) == FAILS
-    assert verdict("04-paged-throughput", d) == FAILS
+    fails("04-kv-waste", d)
+    fails("04-paged-throughput", d)
 
 
 def test_07_the_judge_without_reuse(claims_smoke):
     data = _smoke(claims_smoke, "07-prefix-reuse")
     d = _arm_for_both(data, ("agent",), keep="uncached", drop="cached")
-    assert verdict("07-prefix-reuse", d) == FAILS
+    fails("07-prefix-reuse", d)
 
 
 def test_13_the_judge_with_greedy_answers(claims_smoke):
@@ -181,7 +181,7 @@ def test_13_the_judge_with_greedy_answers(claims_smoke):
     a = d["answers"]
     a["seeded"] = [a["greedy"][0]] * len(a["seeded"])   # every seed answered as greedy did
     a["distinct"] = len(set(a["seeded"]))
-    assert verdict("13-sampling", d) == FAILS
+    fails("13-sampling", d)
 
 
 def test_03_the_judge_without_growth_in_the_numbers(claims_smoke):
@@ -189,20 +189,20 @@ def test_03_the_judge_without_growth_in_the_numbers(claims_smoke):
     rows = d["runs"]["wall"]
     for r in rows[1:]:
         r["ttft"] = rows[0]["ttft"]                 # every input length: the shortest's TTFT
-    assert verdict("03-prefill-decode", d) == FAILS
+    fails("03-prefill-decode", d)
 
 
 def test_05_the_judge_without_saved_steps(claims_smoke):
     data = _smoke(claims_smoke, "05-throughput")
     d = _arm_for_both(data, ("traces", "wall"), keep="static", drop="continuous")
-    assert verdict("05-throughput", d) == FAILS              # continuous took static's steps
+    fails("05-throughput", d)              # continuous took static's steps
 
 
 def test_08_the_judges_without_their_effects_in_the_numbers(claims_smoke):
     d = _measured(claims_smoke, "08-input-check")
     d["wall_input_check"]["median"] = 0.0           # a check that costs nothing
-    assert verdict("08-input-check", d) == FAILS
+    fails("08-input-check", d)
     d = _measured(claims_smoke, "08-output-check")
     for v in d["wall_first_visible"].values():      # buffering delays nothing
         v["median"] = d["wall_first_visible"]["streamed"]["median"]
-    assert verdict("08-output-check", d) == FAILS
+    fails("08-output-check", d)

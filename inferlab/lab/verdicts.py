@@ -90,16 +90,29 @@ class Claim:
         return int(self.chapter[2:4])
 
     def assess(self, data: dict) -> Verdict:
-        """The judge's verdict on ``data`` if the claim is measured; otherwise the same
-        numbers shown as a projection or an illustration, not judged."""
+        """The judge's verdict on ``data`` if the claim is measured (a wall-clock one from a
+        busy machine: not judged, ``busy_unjudged``); otherwise the same numbers shown as a
+        projection or an illustration, not judged."""
         v = self.judge(data)
         if self.kind == MEASURED:
-            return v
+            return busy_unjudged(v)
         head = ("projection (the cost model pricing a GPU; not a measurement, not judged): "
                 if self.kind == PROJECTION else
                 "illustration (follows from how the lab built the example; not judged): ")
         return replace(v, verdict=PROJECTED if self.kind == PROJECTION else ILLUSTRATED,
                        reason=head + v.reason)
+
+
+BUSY_REASON = "a busy machine: these wall-clock numbers are kept, not judged; "
+
+
+def busy_unjudged(v: Verdict) -> Verdict:
+    """A verdict that rests on wall-clock numbers measured on a busy machine (its ``warning``)
+    is "not measurable here", whatever the numbers would say, in every chapter alike: the
+    numbers stay in the reason, after why."""
+    if not v.warning or v.verdict == UNMEASURABLE:
+        return v
+    return replace(v, verdict=UNMEASURABLE, reason=BUSY_REASON + v.reason)
 
 
 # The seed articles the claims come from (reference only: the claims are in our words).
