@@ -29,7 +29,7 @@ MAY_IMPORT = {
     "bench": {"core", "model", "sim", "engine", "observe", "lab", "widgets", "kernels", "root",
               "cli", "connect", "tools", "serve", "threads"},
     "tools": {"core", "model", "sim", "engine", "observe", "lab", "widgets", "kernels", "root",
-              "cli", "connect", "serve"},
+              "cli", "connect", "serve", "threads"},
     "kernels": {"core"},
     "cli": {"core", "model", "engine", "observe", "lab", "bench", "sim", "connect", "serve",
             "tools", "root"},

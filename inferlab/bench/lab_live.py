@@ -24,8 +24,6 @@ import sys
 import tempfile
 import time
 
-from inferlab.threads import USER_KNOBS
-
 from .common import busy_neighbour, table, write_result
 
 
@@ -101,11 +99,6 @@ def headless(path: str, runs: int = 2) -> None:
 # OpenMP's wait policy of each arm; {}: inferlab's own (passive, inferlab/threads.py); the
 # libgomp default given as the user's setting (which inferlab leaves alone)
 POLICIES = {"passive (inferlab)": {}, "spin (libgomp default)": {"GOMP_SPINCOUNT": "300000"}}
-
-
-def make_lab_env() -> dict:
-    """The environment ``make lab`` gives: this one, without the user's OpenMP settings."""
-    return {k: v for k, v in os.environ.items() if k not in USER_KNOBS}
 
 
 CELL = ("from inferlab.widgets import Lab\nfrom inferlab.bench.lab_live import Probe\n"
@@ -186,7 +179,7 @@ def run(repeats: int = 3, machines=("quiet", "busy"), out=print) -> dict:
     warm-up, then ``repeats`` x (headless, live) for each policy in turn (A B A B)."""
     from playwright.sync_api import sync_playwright
 
-    from inferlab.tools.jupyter import CHROMIUM_ARGS, CHROMIUM, jupyterlab
+    from inferlab.tools.jupyter import CHROMIUM_ARGS, CHROMIUM, jupyterlab, make_lab_env
     env = make_lab_env()
     errors: list = []
     res: dict = {}

@@ -65,6 +65,15 @@ def browser_page(playwright, errors: list, width: int = 1280, height: int = 900,
     return browser, page
 
 
+def make_lab_env() -> dict:
+    """The environment ``make lab`` gives a JupyterLab: this process's, without the user's
+    OpenMP settings (so inferlab's own policy is what is in force, inferlab/threads.py) and
+    without the tests' settings (tests/conftest.py)."""
+    from inferlab.threads import USER_KNOBS
+    drop = (*USER_KNOBS, "TOKENIZERS_PARALLELISM", "INFERLAB_MEASURE_CACHE", "INFERLAB_TIER")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -75,13 +84,15 @@ def _free_port() -> int:
 def jupyterlab(root: pathlib.Path, started=None, env: dict | None = None):
     """A JupyterLab on 127.0.0.1 (free port, own token, ``root`` as its root dir); yields
     (url, token) once it answers; stopped by its own pid afterwards. ``started`` runs while
-    the server boots (e.g. to make the trace); ``env``: the server's environment (default
-    this process's)."""
+    the server boots (e.g. to make the trace); ``env``: the server's environment as it is
+    (``make_lab_env()``: what ``make lab`` gives), else this process's, offline and with the
+    tokenizers' threads off (the tests')."""
     root = pathlib.Path(root)
     port, token = _free_port(), "inferlab-bench-" + os.urandom(8).hex()
-    env = dict(os.environ if env is None else env, JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(root / ".ws"), JUPYTER_CONFIG_DIR=str(root / ".cfg"),
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    if env is None:
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env = dict(env, JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(root / ".ws"), JUPYTER_CONFIG_DIR=str(root / ".cfg"))
     log = open(root / "lab.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",

@@ -243,6 +243,44 @@ def threads_table(res: dict, file: str) -> str:
                              "process; " + caption(res, file) + "."])
 
 
+def _med_range(xs: list, fmt: str) -> str:
+    xs = sorted(xs)
+    mid = (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+    return f"{fmt.format(mid)} ({fmt.format(xs[0])}-{fmt.format(xs[-1])})"
+
+
+def lab_live_table(res: dict, file: str) -> str:
+    """BENCHMARKS' Lab run with its views live in JupyterLab + chromium beside headless, per
+    machine and OpenMP policy (``inferlab bench lab``): medians (range). The done lag of a
+    live run is the page's Run -> done less the kernel's time to the engine's last step."""
+    out = ["| machine | policy | views | output tok/s | ITL p50 ms | ITL p99 ms | Run → done s "
+           "| done lag s | redraws / step (3 views) |", "|---|---|---|" + "---:|" * 6]
+    ratios = []
+    for machine, r in res["results"].items():
+        if not isinstance(r, dict) or "runs" not in r:
+            continue
+        for policy in dict.fromkeys(x["policy"] for x in r["runs"]):
+            for side in ("headless", "live"):
+                rows = [x for x in r["runs"] if x["policy"] == policy and x["side"] == side]
+                live = side == "live"
+                done = [x["page_run_to_done_s"] if live else x["run_to_done_s"] for x in rows]
+                lag = [x["page_run_to_done_s"] - x["run_to_done_s"] + x["done_lag_s"] if live
+                       else x["done_lag_s"] for x in rows]
+                draws = [sum(v["draws_per_step"] for v in x["views"].values()) for x in rows]
+                out.append(f"| {machine} | {policy} | {'live in the page' if live else 'no page'}"
+                           f" | " + " | ".join([
+                               _med_range([x["output_tok_s"] for x in rows], "{:.1f}"),
+                               _med_range([x["itl_p50_ms"] for x in rows], "{:.0f}"),
+                               _med_range([x["itl_p99_ms"] for x in rows], "{:.0f}"),
+                               _med_range(done, "{:.1f}"), _med_range(lag, "{:.2f}"),
+                               _med_range(draws, "{:.2f}")]) + " |")
+            ratios.append(f"{policy} on the {machine} machine "
+                          f"{r['median'][policy]['ratio_tok_s']:.2f}")
+    return "\n".join(out + ["", "Live / headless output tok/s (medians): " + "; ".join(ratios)
+                             + ". Medians (range) of the interleaved runs (headless: a fresh "
+                             "process each); " + caption(res, file) + "."])
+
+
 COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
 TABLES = {t.name: t for t in (
@@ -254,6 +292,8 @@ TABLES = {t.name: t for t in (
           "then python -m inferlab.tools.test_times (its docstring)", tests_table),
     Table("threads", "threads-amd.json", "inferlab bench threads --out "
           "docs/results/threads-amd.json", threads_table),
+    Table("lab-live", "lab-live-amd.json", "inferlab bench lab --repeats 3 --out "
+          "docs/results/lab-live-amd.json", lab_live_table),
     Table("claims", "claims.json", "inferlab claims --json > docs/results/claims.json",
           claims_table),
     Table("engine-summary", "engine-xeon.json", "inferlab bench engine --out "

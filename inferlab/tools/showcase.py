@@ -9,7 +9,9 @@ over, in the light theme (and the timeline and the block map in the dark one). T
 workloads are chosen so that each view shows its point: several requests interleaving, the
 KV blocks filling and freeing, and static batching visibly behind continuous batching (the
 output lengths vary widely, so a static batch waits for its longest member). Browser
-console errors fail the run. Look at the pictures before committing them. ``--vllm`` runs
+console errors fail the run. JupyterLab runs in the environment ``make lab`` gives it (no
+setting of the tests': the engine's own threading policy in force), so the pictures show
+what a user gets. Look at the pictures before committing them. ``--vllm`` runs
 notebook 12 (``make vllm`` first) and photographs its views watching a live vLLM server: the
 scheduler timeline built from vLLM's step reports and the prefix-cache view of its KV events.
 """
@@ -21,7 +23,7 @@ import pathlib
 import sys
 import tempfile
 
-from .jupyter import browser_page, jupyterlab, run_all, write_notebook
+from .jupyter import browser_page, jupyterlab, make_lab_env, run_all, write_notebook
 
 QUESTIONS = ["Name three rivers in Europe.", "What is 17 times 3?",
              "Translate 'good morning' into Spanish.", "Why is the sky blue?",
@@ -92,7 +94,8 @@ def main(argv=None) -> int:
             browser.close()
         return _report(errors)
     with tempfile.TemporaryDirectory(prefix="inferlab-showcase-") as root, \
-            jupyterlab(pathlib.Path(root)) as (url, token), sync_playwright() as p:
+            jupyterlab(pathlib.Path(root), env=make_lab_env()) as (url, token), \
+            sync_playwright() as p:
         write_notebook(pathlib.Path(root) / "showcase.ipynb", CELLS)
         # wide enough that the Lab's right column (its sliders' values) is not clipped
         browser, page = browser_page(p, errors, width=1400, scale=2)
