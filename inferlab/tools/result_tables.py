@@ -281,6 +281,17 @@ def lab_live_table(res: dict, file: str) -> str:
                              "process each); " + caption(res, file) + "."])
 
 
+def showcase_summary(res: dict, file: str) -> str:
+    """README's caption of the screenshots: the numbers the pictures show, as the page showed
+    them (``python -m inferlab.tools.showcase``)."""
+    r = res["results"]
+    arms = "; ".join(f"{arm} {v['tok/s']} tok/s, 90% of answers within {v['E2E p90']}"
+                     for arm, v in r["comparison"].items())
+    lab = next(iter(r["lab"].values()))
+    return (f"{arms}; the Lab's run {lab['output tok/s']} output tok/s, TTFT p50 "
+            f"{lab['TTFT p50 (ms)']} ms ({short(res)}; {file})")
+
+
 COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
 TABLES = {t.name: t for t in (
@@ -294,6 +305,8 @@ TABLES = {t.name: t for t in (
           "docs/results/threads-amd.json", threads_table),
     Table("lab-live", "lab-live-amd.json", "inferlab bench lab --repeats 3 --out "
           "docs/results/lab-live-amd.json", lab_live_table),
+    Table("showcase", "showcase-amd.json", "python -m inferlab.tools.showcase",
+          showcase_summary, inline=True),
     Table("claims", "claims.json", "inferlab claims --json > docs/results/claims.json",
           claims_table),
     Table("engine-summary", "engine-xeon.json", "inferlab bench engine --out "

@@ -1,6 +1,6 @@
 """The README's screenshots, taken from a real JupyterLab running the real model.
 
-    python -m inferlab.tools.showcase [--out docs/screenshots]
+    python -m inferlab.tools.showcase [--out docs/screenshots] [--numbers FILE.json]
     python -m inferlab.tools.showcase --vllm     # the views watching a live vLLM server
 
 A notebook of the five views over SmolLM2-135M-Instruct (real weights, real prompts, the wall
@@ -18,7 +18,7 @@ scheduler timeline built from vLLM's step reports and the prefix-cache view of i
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import pathlib
 import sys
 import tempfile
@@ -78,6 +78,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="docs/screenshots")
     ap.add_argument("--vllm", action="store_true", help="notebook 12's views on a live vLLM")
+    ap.add_argument("--numbers", default="docs/results/showcase-amd.json",
+                    help="where the numbers the pictures show go (JSON, for the README)")
     a = ap.parse_args(argv)
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -111,6 +113,7 @@ def main(argv=None) -> int:
         page.add_style_tag(content=".il-ts-plot { max-height: none !important; }")
         for name, sel in SHOTS:
             _shot(page, sel, out / name)
+        numbers = {"comparison": _table(page, ".il-compare .il-cmp-table")}
         page.locator(".il-lab-run").scroll_into_view_if_needed()
         page.click(".il-lab-run")
         page.wait_for_function("/finished|done|stopped|error/.test(document.querySelector("
@@ -121,6 +124,7 @@ def main(argv=None) -> int:
         page.set_viewport_size({"width": 1400, "height": int(max(900, tall))})
         page.wait_for_timeout(1500)
         _shot(page, ".il-lab", out / "lab.png")
+        numbers["lab"] = _table(page, ".il-lab-runs")
         page.set_viewport_size({"width": 1400, "height": 900})
         page.click(".lm-MenuBar-itemLabel:text-is('Settings')")
         page.hover(".lm-Menu-itemLabel:text-is('Theme')")
@@ -133,7 +137,22 @@ def main(argv=None) -> int:
         page.hover(".lm-Menu-itemLabel:text-is('Theme')")
         page.click(".lm-Menu-itemLabel:text-is('JupyterLab Light')")
         browser.close()
+    if a.numbers:
+        from inferlab.lab.protocol import result_meta
+        cmd = f"python -m inferlab.tools.showcase --out {a.out} --numbers {a.numbers}"
+        pathlib.Path(a.numbers).write_text(json.dumps({**result_meta(cmd), "results": numbers},
+                                                      indent=1) + "\n")
+        print(f"wrote {a.numbers}")
     return _report(errors)
+
+
+def _table(page, selector: str) -> dict:
+    """A table the page shows, as {first cell of a row: {column: cell}}: the numbers the
+    pictures show, for the README's caption (``inferlab results render``)."""
+    rows = page.eval_on_selector_all(f"{selector} tr", "rs => rs.map(r => [...r.children]"
+                                     ".map(c => c.textContent.trim()))")
+    head, body = rows[0], rows[1:]
+    return {r[0]: dict(zip(head[1:], r[1:])) for r in body}
 
 
 def _report(errors: list[str]) -> int:
