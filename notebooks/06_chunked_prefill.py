@@ -34,13 +34,17 @@ SMOKE = smoke()   # INFERLAB_SMOKE=1 shrinks the workload (CI, quick look)
 print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 
 # %% [markdown]
-# The engine runs the real model loop; time comes from the **simulated H100 clock** pricing an
-# 8B-parameter model, so the picture does not depend on how busy this CPU is. The tokens are
-# SmolLM2-135M-Instruct's, computed on this CPU; smoke mode runs fewer streams and shorter
-# prompts.
+# The engine runs the real model loop twice over. The picture's time comes from the
+# **simulated H100 clock** pricing an 8B-parameter model: a projection, the same on every run.
+# The claim is judged on **this machine's wall clock**: SmolLM2-135M-Instruct on this CPU, the
+# two policies interleaved (unchunked, chunked, unchunked ...), medians and ranges under a
+# busy check (the last line of the summary). On a CPU a long prompt's prefill takes seconds
+# against a decode step's tens of milliseconds, so the stall is far above the noise. Smoke mode
+# runs fewer streams and shorter prompts.
 #
 # Knobs to try: `ch.measure(smoke=SMOKE, chunk=128)` (smaller slices: smoother streams, slower
-# long prompts), or `clock="wall"` to time this machine instead.
+# long prompts), `clock="wall"` to draw this machine's clock instead, `deterministic=True` to
+# skip the wall-clock runs.
 
 # %%
 data = ch.measure(smoke=SMOKE)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from inferlab.lab import palette
-from inferlab.lab.verdicts import FAILS, HOLDS, UNMEASURABLE
+from inferlab.lab.verdicts import FAILS, HOLDS, HOLDS_SMALLER
 
 
 def chapter_measurement(results, chapter: str) -> dict:
@@ -135,23 +135,34 @@ def test_ch08_three_runs_and_the_claims_order(ch08):
 
 # --- chapter 9: arithmetic intensity and the memory-bound judge --------------------------------
 def test_ch09_intensity_and_memory_bound_judge():
+    """09-memory-bound is judged on the whole decode step at its smallest batch: the nearer
+    roof (bandwidth share against matmul share) is the limit; the attention kernel's own
+    share is a clause of the reason."""
     from inferlab.lab.chapters import ch09_kernels as ch
     assert ch.intensity() == pytest.approx(1.5) and ch.intensity(9, 9) == pytest.approx(0.5)
-    row = lambda share, mb: {"batch": 1, "context": 512, "numba_gbs": 40 * share, "kv_mb": mb,
-                             "numba_gflops": 60 * share, "share_of_bandwidth": share}
     probe = {"context": 32768, "intensity": 0.5, "kv_mb": 144.0, "gbs": 12.0,
              "share_of_bandwidth": 0.3}
-    d = {"rows": [row(0.9, 1.5), row(0.2, 96.0)], "intensity": 1.5, "roof_gpu": "H200",
-         "gpu_ridge": 206.0, "clock": "wall", "machine": {
+    step = lambda b, bw, fl: {"batch": b, "step": {"median": 0.02, "lo": 0.02, "hi": 0.02,
+                                                    "n": 2}, "context": 40.0, "bytes": 5.4e8,
+                               "flops": b * 2.7e8, "gbs": 40 * bw, "gflops": 50 * fl,
+                               "bw_share": bw, "flop_share": fl}
+    decode = {"rows": [step(1, 0.75, 0.1), step(64, 0.1, 0.9)], "model": "SmolLM2",
+              "weight_mb": 540.0, "kv_bytes_per_token": 46080, "dtype": "float32",
+              "read_gbs": 40.0, "matmul_gflops": 50.0, "wall": {"repeats": 2, "warning": None}}
+    d = {"rows": [], "intensity": 1.5, "clock": "wall", "decode_step": decode, "machine": {
              "read_gbs": 40.0, "matmul_gflops": 50.0, "ridge": 1.25, "warning": None,
              "probes": [probe]}}
-    # the cache-resident row (1.5 MB) at 90% says nothing about memory
     v = ch.judge_memory_bound(d)
-    assert v.verdict == FAILS and "a ridge of 1.25 FLOPs per byte: 1.5 is above it" in v.reason
-    probe.update(gbs=30.0, share_of_bandwidth=0.75)
-    assert ch.judge_memory_bound(d).verdict == HOLDS
-    d["rows"], probe["kv_mb"] = d["rows"][:1], 18.0       # nothing read from memory
-    assert ch.judge_memory_bound(d).verdict == UNMEASURABLE
+    assert v.verdict == HOLDS, v.reason
+    assert "batch 1: a step of 20.0 ms" in v.reason and "memory-bound" in v.reason
+    assert "batch 64" in v.reason and "compute-bound" in v.reason
+    assert "attention kernel alone reads K/V from memory at up to 30%" in v.reason
+    decode["rows"][0].update(bw_share=0.3)           # memory the nearer roof, not reached
+    assert ch.judge_memory_bound(d).verdict == HOLDS_SMALLER
+    decode["rows"] = decode["rows"][1:]              # past the ridge: compute-bound
+    assert ch.judge_memory_bound(d).verdict == FAILS
+    del d["decode_step"]                             # no wall-clock run of the step
+    assert ch.judge_memory_bound(d).verdict == FAILS
 
 
 # --- chapter 13: sampling, answer length, the KV cache, the network ---------------------------

@@ -232,8 +232,9 @@ def test_every_chapter_with_an_engine_measures_on_smollm2_in_smoke_runs_too(resu
 # fully or smaller
 FALSIFIED = ("01-stateless", "01-later-turns", "02-languages", "02-tokenizers",
              "03-prefill-decode", "04-kv-waste",
-             "04-paged-throughput", "05-throughput", "05-response-time", "07-prefix-reuse",
-             "08-input-check", "08-output-check", "13-sampling", "13-near-prompts",
+             "04-paged-throughput", "05-throughput", "05-response-time",
+             "06-chunked-prefill", "07-prefix-reuse",
+             "08-input-check", "08-output-check", "09-memory-bound", "13-sampling", "13-near-prompts",
              "13-decode-length", "13-kv-tradeoff", "13-network", "14-stacks", "15-token-price",
              "15-long-context", "15-memory")
 

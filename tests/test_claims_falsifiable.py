@@ -8,12 +8,12 @@ languages' differences (02-languages: English in every language), the tokenizers
 differences (02-tokenizers: SmolLM2's twice), input length (03: the same length
 at both ends of the sweep), paging (04: the paged run uses the contiguous layout, same
 memory), continuous batching (05: both runs static), the input check (08-input-check:
-skipped), chunked output checks (08-output-check: one check at the end), sampling
+skipped in both arms), chunked output checks (08-output-check: one check at the end), sampling
 (13-sampling: temperature 0), the prompts' small differences (13-near-prompts: each prompt
 paired with itself), longer answers (13-decode-length: the same length twice), the
-KV cache (13-kv-tradeoff: no cache on either side) and the network (13-network: a proxy that
-adds no delay). Chapter 09 is timed kernels only: its falsification is the judge's test in
-test_chapters_content.py.
+KV cache (13-kv-tradeoff: no cache on either side), the network (13-network: a proxy that
+adds no delay), the small batch (09-memory-bound: a decode step past the ridge point only)
+and chunking (06: both runs unchunked).
 
 Tiers (tests/tiers.py): the default tier falsifies the judges on the session's smoke
 measurement (``claims_smoke``), the effect taken out of its numbers: where a chapter measures
@@ -198,9 +198,41 @@ def test_05_the_judge_without_saved_steps(claims_smoke):
     fails("05-throughput", d)              # continuous took static's steps
 
 
+def test_06_the_judge_without_chunks(claims_smoke):
+    d = _measured(claims_smoke, "06-chunked-prefill")
+    for key in ("p99", "max", "long_ttft"):          # the unchunked runs on both sides
+        d["wall"][key]["chunked"] = dict(d["wall"][key]["unchunked"])
+    fails("06-chunked-prefill", d)
+
+
+@pytest.mark.full("tests/test_claims_falsifiable.py::test_06_the_judge_without_chunks")
+def test_06_unchunked_against_unchunked_smooths_nothing():
+    from inferlab.lab.chapters import ch06_chunked_prefill as ch
+    d = ch.measure(smoke=True, chunking=(False, False))
+    fails("06-chunked-prefill", d)
+
+
+def test_09_the_judge_past_the_ridge(claims_smoke):
+    d = _measured(claims_smoke, "09-memory-bound")
+    rows = d["decode_step"]["rows"]
+    assert rows[0]["batch"] == 1 and rows[-1]["batch"] > 1
+    d["decode_step"]["rows"] = rows[1:]             # the large batch only: compute-bound
+    fails("09-memory-bound", d)
+
+
+@pytest.mark.full("tests/test_claims_falsifiable.py::test_09_the_judge_past_the_ridge")
+def test_09_a_decode_step_past_the_ridge_is_compute_bound():
+    from inferlab.lab.chapters import _ch09_decode_step as step, ch09_kernels as ch
+    machine = ch._machine(True, 3)
+    d = {"rows": [], "intensity": ch.intensity(), "clock": "wall", "machine": machine,
+         "decode_step": step.measure(machine, smoke=True, repeats=2, batch_sizes=(64,))}
+    fails("09-memory-bound", d)
+
+
 def test_08_the_judges_without_their_effects_in_the_numbers(claims_smoke):
     d = _measured(claims_smoke, "08-input-check")
-    d["wall_input_check"]["median"] = 0.0           # a check that costs nothing
+    first = d["wall_first_token"]                    # the run without the check, both arms
+    first["checked"] = dict(first["unchecked"])
     fails("08-input-check", d)
     d = _measured(claims_smoke, "08-output-check")
     for v in d["wall_first_visible"].values():      # buffering delays nothing

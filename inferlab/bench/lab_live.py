@@ -216,9 +216,10 @@ def _line(r: dict) -> str:
     draws = ", ".join(f"{k.split()[0].lower()} {v['draws_per_step']:.2f}"
                       for k, v in r["views"].items())
     page = f", page {r['page_run_to_done_s']:.1f} s" if "page_run_to_done_s" in r else ""
-    return (f"{r['policy']}, {r['side']:>8}: {r['output_tok_s']:.1f} tok/s, ITL p50 {r['itl_p50_ms']:.0f} ms, "
-            f"Run->done {r['run_to_done_s']:.1f} s (lag {r['done_lag_s']:.2f} s{page}), "
-            f"draws/step {draws}, {r['messages']} messages ({r['bytes'] / 1e6:.1f} MB), load {r['load']}")
+    return (f"{r['policy']}, {r['side']:>8}: {r['output_tok_s']:.1f} tok/s, ITL p50 "
+            f"{r['itl_p50_ms']:.0f} ms, Run->done {r['run_to_done_s']:.1f} s (lag "
+            f"{r['done_lag_s']:.2f} s{page}), draws/step {draws}, {r['messages']} messages "
+            f"({r['bytes'] / 1e6:.1f} MB), load {r['load']}")
 
 
 def _medians(rows: list) -> dict:

@@ -17,6 +17,7 @@ import re
 import statistics
 
 from .. import measure_cache, palette, protocol
+from . import _ch09_decode_step as decode_step
 from ..verdicts import (AFTER, FAILS, HOLDS, HOLDS_SMALLER, LABS_OWN, MQA, PAGED, UNMEASURABLE,
                        Claim, Verdict, clock_note, direction, wall_warning, worst, x)
 
@@ -126,13 +127,14 @@ def measure(smoke: bool = False, repeats: int | None = None, rounds: int | None 
         # not a measurement: the time a kernel at 80% of the GPU's HBM bandwidth would need
         r["gpu_roof_ms"] = kv_bytes / (gpu.hbm_bandwidth * BANDWIDTH_EFFICIENCY) * 1e3
     machine = _machine(smoke, repeats)
+    decode = decode_step.measure(machine, smoke, rounds)
     for r in rows:
         r["numba_gflops"] = intensity() * r["numba_gbs"]      # GB/s x FLOPs per byte
         r["kv_mb"] = 2 * r["batch"] * r["context"] * bench.KV_HEADS * bench.HEAD_DIM * 4 / 2 ** 20
         r["share_of_bandwidth"] = r["numba_gbs"] / machine["read_gbs"]
     return {"rows": rows, "repeats": repeats, "rounds": rounds, "gpu": recorded_gpu_numbers(),
             "clock": "wall (this machine's CPU)", "roof_gpu": GPU_FOR_ROOF, "wall": res.meta(),
-            "machine": machine, "intensity": intensity(),
+            "machine": machine, "intensity": intensity(), "decode_step": decode,
             "gpu_ridge": gpu.peak_flops(2) / gpu.hbm_bandwidth}
 
 
@@ -310,19 +312,14 @@ def judge_kernel(d: dict) -> Verdict:
 
 
 def judge_memory_bound(d: dict) -> Verdict:
-    """Memory-bound where decode attention over K/V too large for the caches reads it at a
-    large share of the machine's measured memory bandwidth; the reason says why not, when not."""
-    m = d["machine"]
+    """The whole decode step (``_ch09_decode_step.judge``); the attention kernel's own share
+    of the bandwidth, where its K/V comes from memory, is a clause of the reason."""
     shares = [r["share"] for r in from_memory(d)]
-    share = max(shares, default=0.0)
-    v = HOLDS if share >= MEMORY_BOUND_SHARE else FAILS
-    warning = m.get("warning") or wall_warning(d)
-    if not shares or (warning and 0.5 * MEMORY_BOUND_SHARE < share < 1.5 * MEMORY_BOUND_SHARE):
-        v = UNMEASURABLE            # nothing read from memory, or a busy machine's noise
-    return Verdict(v, bound_text(d), measured=f"at most {share:.0%} of memory bandwidth",
-                   points=(("memory bandwidth", m["read_gbs"], "reference"),
-                           *((r["label"], r["gbs"]) for r in from_memory(d))),
-                   unit="K/V read from memory, GB/s", clock=d["clock"], warning=warning)
+    attention = (f"the attention kernel alone reads K/V from memory at up to "
+                 f"{max(shares):.0%} of the bandwidth" if shares else
+                 f"no attention shape here has K/V over {DRAM_MIN_MB} MB (none reads memory)")
+    return decode_step.judge(d.get("decode_step"), attention, d["clock"],
+                             d["machine"].get("warning") or wall_warning(d))
 
 
 CLAIMS = (
@@ -330,8 +327,9 @@ CLAIMS = (
           "beats gathering the blocks into one tensor first.",
           f"the in-place kernel: {PAGED}; the comparison with a gather: {LABS_OWN}", "ch09_kernels",
           measure_for_claims, judge_kernel),
-    Claim("09-memory-bound", "Decode attention is limited by memory traffic: it does little "
-          "arithmetic per byte of K/V it reads, so reading the cache sets its time.",
+    Claim("09-memory-bound", "Decoding is limited by memory traffic: each step reads every "
+          "weight (and the K/V) to make one token per sequence, little arithmetic per byte, so "
+          "at small batches reading memory sets its time; a large batch turns it around.",
           f"{AFTER} (decode \"can be dominated by memory movement\"); {MQA}", "ch09_kernels",
           measure_for_claims, judge_memory_bound),
 )
