@@ -31,7 +31,8 @@ def same_as_replay(view):
                  for v in (view, again)]
         return cells[0] == cells[1] and view.summary == again.summary
     names = [n for n in view.trait_names(sync=True) if not n.startswith("_")
-             and n not in ("title", "live", "cursor", "layout", "tabbable", "tooltip", "plot")]
+             and n not in ("title", "live", "cursor", "layout", "tabbable", "tooltip", "plot",
+                           "plot_seq")]           # plot_seq counts redraws, not state
     drawn = [v._spec(dark=False)["data"] for v in (view, again)]    # the plot: its marks
     return drawn[0] == drawn[1] and all(getattr(view, n) == getattr(again, n) for n in names)
 

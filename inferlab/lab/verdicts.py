@@ -45,7 +45,8 @@ class Verdict:
     A point may carry a role, ``(label, value, role)``: a published value (``(lo, hi)`` for a
     published range), a reference line, a policy, a stack's total (``report.figure`` draws
     each). ``chart``: "bars", or "stack" for parts that add up to a whole; ``axis``: "linear",
-    or "log" for values spanning decades (ratios such as 1.3x beside 8x)."""
+    or "log" for values spanning decades (ratios such as 1.3x beside 8x). ``counts_only``: the
+    verdict follows from counts whatever the times say (a busy machine does not unjudge it)."""
     verdict: str
     reason: str
     measured: str = ""
@@ -55,6 +56,9 @@ class Verdict:
     warning: str | None = None
     chart: str = "bars"
     axis: str = "linear"
+    # the verdict follows from counts alone (different tokens, say), whatever its times: a
+    # busy machine's warning travels with it but does not unjudge it (``busy_unjudged``)
+    counts_only: bool = False
 
     def __post_init__(self):
         if self.chart not in ("bars", "stack") or self.axis not in ("linear", "log"):
@@ -110,7 +114,7 @@ def busy_unjudged(v: Verdict) -> Verdict:
     """A verdict that rests on wall-clock numbers measured on a busy machine (its ``warning``)
     is "not measurable here", whatever the numbers would say, in every chapter alike: the
     numbers stay in the reason, after why."""
-    if not v.warning or v.verdict == UNMEASURABLE:
+    if not v.warning or v.verdict == UNMEASURABLE or v.counts_only:
         return v
     return replace(v, verdict=UNMEASURABLE, reason=BUSY_REASON + v.reason)
 

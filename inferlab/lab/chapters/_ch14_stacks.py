@@ -160,7 +160,7 @@ def judge_stacks(d: dict) -> Verdict:
                    points=((a, best["a"]["median"]), (b, best["b"]["median"])),
                    unit=f"{best['name']} ({best['unit']}), {rate_name(best['rate'])}",
                    clock="wall clock (vllm bench serve, the client)",
-                   warning=res.get("warning"))
+                   warning=res.get("warning"), counts_only=not same)
 
 
 def stacks_lines(d: dict) -> list[str]:
