@@ -11,9 +11,9 @@ memory), continuous batching (05: both runs static), the input check (08-input-c
 skipped in both arms), chunked output checks (08-output-check: one check at the end), sampling
 (13-sampling: temperature 0), the prompts' small differences (13-near-prompts: each prompt
 paired with itself), longer answers (13-decode-length: the same length twice), the
-KV cache (13-kv-tradeoff: no cache on either side), the network (13-network: a proxy that
-adds no delay), the small batch (09-memory-bound: a decode step past the ridge point only)
-and chunking (06: both runs unchunked).
+KV cache (13-kv-tradeoff: no cache on either side), the small batch (09-memory-bound: a decode step past the ridge point only)
+and chunking (06: both runs unchunked). 13-network is an illustration (its round trip is the
+lab's own proxy delay), not judged.
 
 Tiers (tests/tiers.py): the default tier falsifies the judges on the session's smoke
 measurement (``claims_smoke``), the effect taken out of its numbers: where a chapter measures
@@ -27,7 +27,6 @@ from __future__ import annotations
 import pytest
 from claim_verdict import fails, verdict
 
-from inferlab.lab.verdicts import FAILS, HOLDS
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +99,6 @@ def test_13_greedy_answers_do_not_differ_and_equal_lengths_take_equal_steps_and_
     fails("13-sampling", d)
     fails("13-decode-length", d)           # counts equal: no growth
     fails("13-kv-tradeoff", d)             # no cache on either side
-    assert verdict("13-network", d) != HOLDS                 # a proxy adding no delay
 
 
 @pytest.mark.full("tests/test_claims_falsifiable.py::test_08_the_judges_without_their_effects_in_the_numbers")

@@ -230,6 +230,17 @@ def busy_warning(load: float | None, n_cpus: int, own_cpus: float, cal_before: f
     return _warning(why)
 
 
+def settle(timeout: float = 120.0) -> None:
+    """Wait for this process's background checks of weight files to end (they would share
+    the CPU with what is about to be timed)."""
+    import threading
+
+    from inferlab.model.engine_files import VERIFY_THREAD
+    for t in threading.enumerate():
+        if t.name == VERIFY_THREAD:
+            t.join(timeout)
+
+
 class BusyCheck:
     """Readings before and after a wall-clock measurement; ``warning`` once finished."""
 
@@ -238,6 +249,9 @@ class BusyCheck:
         self.readings: dict = {}
 
     def __enter__(self) -> "BusyCheck":
+        # this process's own background work first: the weight file's full check after a
+        # load (model/engine_files.py) hashes ~0.5 GB on a core, beside what is timed
+        settle()
         self._cal0 = calibrate()
         self._t0, self._cpu0 = time.perf_counter(), time.process_time()
         self._ticks0 = cpu_ticks()

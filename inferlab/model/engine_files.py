@@ -107,7 +107,17 @@ def _forget(entry: str, problem: str) -> None:
             os.unlink(os.path.join(entry, name))
 
 
+VERIFY_THREAD = "inferlab-verify-weights"
+_verifying: set[str] = set()      # entries this process has checked in full (or is checking)
+
+
 def _verify_later(entry: str) -> None:
+    """Re-hash the weight file in the background, once per entry and process (each Engine
+    loads it again; hashing ~0.5 GB on every load would take a core from what it measures)."""
+    if entry in _verifying:
+        return
+    _verifying.add(entry)
+
     def check():
         problem = _check(entry, WEIGHTS, full=True)
         if problem is not None and problem != "missing":
@@ -117,7 +127,7 @@ def _verify_later(entry: str) -> None:
             for name in (WEIGHTS, PANELS, MANIFEST):
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(entry, name))
-    threading.Thread(target=check, name="inferlab-verify-weights", daemon=True).start()
+    threading.Thread(target=check, name=VERIFY_THREAD, daemon=True).start()
 
 
 def load_weights(entry: str | None, verify_in_background: bool = True):
