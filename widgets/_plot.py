@@ -2,9 +2,9 @@
 of the view, rendered by the view's JS as a child widget, and updated in place.
 
 ``sync(fw, last, new)`` makes the FigureWidget show the figure spec ``new`` (a plain dict, as
-the drawings build it), sending only the properties that changed since ``last`` (one
-restyle per changed trace, one relayout); a figure whose traces differ in number or type
-gets a new FigureWidget instead (the caller assigns it). ``Throttle`` (_pace.py) runs a
+the drawings build it), sending only the properties that changed since ``last``, all in one
+``Plotly.update`` (one redraw in the page); a figure whose traces differ in number or type has
+them replaced in the same widget. ``Throttle`` (_pace.py) runs a
 redraw at most ``rate`` times a second and, once a page answers, when it has drawn the last.
 ``PlotView`` is the base of every view drawn this way (its JS: ``ilPlot`` in common.js).
 """
