@@ -235,7 +235,7 @@ FALSIFIED = ("01-stateless", "01-later-turns", "02-languages", "02-tokenizers",
              "03-prefill-decode", "04-kv-waste",
              "04-paged-throughput", "05-throughput", "05-response-time",
              "06-chunked-prefill", "07-prefix-reuse",
-             "08-input-check", "08-output-check", "09-memory-bound", "13-sampling", "13-near-prompts",
+             "08-input-check", "08-output-check", "09-kernel", "09-memory-bound", "13-sampling", "13-near-prompts",
              "13-decode-length", "13-kv-tradeoff", "14-stacks", "15-token-price",
              "15-long-context", "15-memory")
 

@@ -11,9 +11,10 @@ memory), continuous batching (05: both runs static), the input check (08-input-c
 skipped in both arms), chunked output checks (08-output-check: one check at the end), sampling
 (13-sampling: temperature 0), the prompts' small differences (13-near-prompts: each prompt
 paired with itself), longer answers (13-decode-length: the same length twice), the
-KV cache (13-kv-tradeoff: no cache on either side), the small batch (09-memory-bound: a decode step past the ridge point only)
-and chunking (06: both runs unchunked). 13-network is an illustration (its round trip is the
-lab's own proxy delay), not judged.
+KV cache (13-kv-tradeoff: no cache on either side), the small batch (09-memory-bound: a
+decode step past the ridge point only), chunking (06: both runs unchunked) and reading the K/V
+in place (09-kernel: the numba kernel against itself). 13-network is an illustration (its round
+trip is the lab's own proxy delay), not judged.
 
 Tiers (tests/tiers.py): the default tier falsifies the judges on the session's smoke
 measurement (``claims_smoke``), the effect taken out of its numbers: where a chapter measures
@@ -208,6 +209,20 @@ def test_06_unchunked_against_unchunked_smooths_nothing():
     from inferlab.lab.chapters import ch06_chunked_prefill as ch
     d = ch.measure(smoke=True, chunking=(False, False))
     fails("06-chunked-prefill", d)
+
+
+def test_09_the_judge_with_the_kernel_against_itself(claims_smoke):
+    d = _measured(claims_smoke, "09-kernel")
+    for r in d["rows"]:                              # in place vs in place: the same time
+        r.update(speedup=1.0, speedup_lo=1.0, speedup_hi=1.0, ref_ms=r["numba_ms"])
+    fails("09-kernel", d)
+
+
+@pytest.mark.full("tests/test_claims_falsifiable.py::test_09_the_judge_with_the_kernel_against_itself")
+def test_09_the_in_place_kernel_against_itself_wins_nothing():
+    from inferlab.lab.chapters import ch09_kernels as ch
+    d = ch.measure(smoke=True, against="numba")
+    fails("09-kernel", d)
 
 
 def test_09_the_judge_past_the_ridge(claims_smoke):

@@ -49,16 +49,18 @@ def decode_case(batch: int, context: int, seed: int = 0):
     return q, k_cache, v_cache, tables, seq_lens
 
 
-def bench_one(batch: int, context: int, repeats: int) -> dict:
+def bench_one(batch: int, context: int, repeats: int, against: str = "reference") -> dict:
+    """The numba kernel against the torch reference (the faster of its default and one
+    thread) on one shape; ``against="numba"``: against itself (the claim's falsification)."""
     q, kc, vc, tables, lens = decode_case(batch, context)
     scale = HEAD_DIM ** -0.5
-    t_numba = median_time(
-        lambda: numba_cpu.paged_attention_decode(q, kc, vc, tables, lens, scale), repeats)
+    numba = lambda: numba_cpu.paged_attention_decode(q, kc, vc, tables, lens, scale)  # noqa: E731
+    t_numba = median_time(numba, repeats)
     args = [torch.from_numpy(a) for a in (q, kc, vc, tables, lens)]
     default_threads = torch.get_num_threads()
-    t_ref = float("inf")
+    t_ref = median_time(numba, repeats) if against == "numba" else float("inf")
     with torch.inference_mode():
-        for threads in sorted({default_threads, 1}):
+        for threads in sorted({default_threads, 1}) if against != "numba" else ():
             torch.set_num_threads(threads)
             t_ref = min(t_ref, median_time(
                 lambda: reference.paged_attention_decode(*args, scale), repeats))

@@ -102,16 +102,19 @@ def recorded_gpu_numbers(path: str | None = None) -> dict:
 
 
 @measure_cache.shared
-def measure(smoke: bool = False, repeats: int | None = None, rounds: int | None = None) -> dict:
+def measure(smoke: bool = False, repeats: int | None = None, rounds: int | None = None,
+            against: str = "reference") -> dict:
     """Each shape's benchmark (median of ``repeats`` calls per kernel) runs ``rounds`` times,
     the shapes interleaved (S1 S2 S3 S1 S2 S3 ...), under a busy check: every row holds the
-    median over the rounds and the range of its speedup (``speedup_lo`` / ``speedup_hi``)."""
+    median over the rounds and the range of its speedup (``speedup_lo`` / ``speedup_hi``).
+    ``against="numba"``: the kernel against itself (09-kernel's falsification)."""
     from inferlab.sim.gpus import BANDWIDTH_EFFICIENCY
     from inferlab.sim.profiles import get_gpu
     from . import _kernel_timing as bench
     repeats = repeats or (3 if smoke else 7)
     rounds = rounds or (2 if smoke else 3)
-    res = protocol.compare({f"{b} x {c}": (lambda b=b, c=c: bench.bench_one(b, c, repeats))
+    res = protocol.compare({f"{b} x {c}": (lambda b=b, c=c: bench.bench_one(b, c, repeats,
+                                                                          against))
                             for b, c in _cases(smoke)}, rounds)
     rows = []
     for reps in res.runs.values():
