@@ -26,7 +26,7 @@ falsification of the same judge.
 from __future__ import annotations
 
 import pytest
-from claim_verdict import fails, verdict
+from claim_verdict import fails
 
 
 pytestmark = pytest.mark.slow

@@ -19,20 +19,9 @@ import tempfile
 import time
 
 from inferlab.errors import InferlabError
-from inferlab.lab.protocol import cpu_name, result_meta  # noqa: F401 (the benchmarks' API)
+from inferlab.lab.protocol import cpu_name, result_meta, write_result  # noqa: F401 (the API)
 
 START_TIMEOUT_S = 300.0
-
-
-def write_result(path, command: str, numbers: dict) -> str:
-    """A result file (``--out PATH``): the numbers with ``result_meta(command)`` beside them,
-    as JSON (what ``inferlab results render`` turns into README's and BENCHMARKS' tables)."""
-    path = os.path.abspath(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump({**result_meta(command), "results": numbers}, f, indent=1, default=str)
-        f.write("\n")
-    return path
 
 
 @contextlib.contextmanager

@@ -13,8 +13,12 @@ every run; ``label(clock)`` says so next to every number they produce.
 """
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -129,10 +133,8 @@ def cpus() -> int:
         return os.cpu_count() or 1
 
 
-# run in a fresh interpreter: the same loop inside this process moved by 40-70% with nothing
-# else running (16 ms fresh, 9.7 ms after Engine(), 15.7 ms after a generate, 9.9 ms after
-# gc.collect(): the interpreter's state, not the machine), one started anew each time stays
-# within ~5%
+# in a fresh interpreter: inside this process the loop moved 40-70% with nothing else running
+# (16 ms fresh, 9.7 after Engine(), 15.7 after a generate), started anew it stays within ~5%
 _LOOP = ("import time\nbest = 1.0\nfor _ in range(3):\n    t = time.perf_counter()\n    s = 0\n"
          "    for i in range({loops}):\n        s += i & 7\n"
          "    best = min(best, time.perf_counter() - t)\nprint(best)\n")
@@ -141,8 +143,6 @@ _LOOP = ("import time\nbest = 1.0\nfor _ in range(3):\n    t = time.perf_counter
 def calibrate(loops: int = CALIBRATION_LOOPS) -> float:
     """Seconds for a fixed pure-Python loop (best of 3) in a fresh interpreter: the machine's
     speed right now, whatever this process's own state."""
-    import subprocess
-    import sys
     out = subprocess.run([sys.executable, "-S", "-c", _LOOP.format(loops=loops)],
                          capture_output=True, text=True, timeout=60)
     return float(out.stdout)
@@ -238,10 +238,7 @@ def busy_warning(load: float | None, n_cpus: int, own_cpus: float, cal_before: f
 
 
 def settle(timeout: float = 120.0) -> None:
-    """Wait for this process's background checks of weight files to end (they would share
-    the CPU with what is about to be timed)."""
-    import threading
-
+    """Wait for this process's background weight-file checks (they would share the CPU)."""
     from inferlab.model.engine_files import VERIFY_THREAD
     for t in threading.enumerate():
         if t.name == VERIFY_THREAD:
@@ -256,9 +253,7 @@ class BusyCheck:
         self.readings: dict = {}
 
     def __enter__(self) -> "BusyCheck":
-        # this process's own background work first: the weight file's full check after a
-        # load (model/engine_files.py) hashes ~0.5 GB on a core, beside what is timed
-        settle()
+        settle()                     # a weight file's full check hashes ~0.5 GB on a core
         calibrate()                  # the first interpreter started in a while starts slow
         self._cal0 = calibrate()
         self._t0, self._cpu0 = time.perf_counter(), time.process_time()
@@ -331,6 +326,17 @@ def result_meta(command: str) -> dict:
     return {"command": command, "date": datetime.datetime.now(datetime.timezone.utc)
             .isoformat(timespec="seconds"), "cpu": cpu_name(), "flags": cpu_isa_flags(),
             "cores": os.cpu_count(), "load": round(os.getloadavg()[0], 2)}
+
+
+def write_result(path, command: str, numbers: dict) -> str:
+    """A result file (``--out PATH``): the numbers with ``result_meta(command)`` beside them,
+    as JSON (what ``inferlab results render`` turns into README's and BENCHMARKS' tables)."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(json.dumps({**result_meta(command), "results": numbers}, indent=1,
+                           default=str) + "\n")
+    return path
 
 
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")

@@ -121,6 +121,7 @@ def _verify_later(entry: str) -> None:
     def check():
         problem = _check(entry, WEIGHTS, full=True)
         if problem is not None and problem != "missing":
+            _verifying.discard(entry)      # a file written there anew is checked again
             warnings.warn(f"the engine weight file in {entry} failed its full check after it "
                           f"was loaded ({problem}): this process's outputs may be wrong; the "
                           "file is removed, restart to load clean weights", CacheWarning)

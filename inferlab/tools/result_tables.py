@@ -11,6 +11,7 @@ from typing import Callable
 
 from inferlab.errors import InferlabError
 from inferlab.lab import stack_table
+from inferlab.lab.protocol import spread
 from inferlab.lab.report import markdown_rows
 
 
@@ -226,6 +227,12 @@ def tests_table(res: dict, file: str, shown_s: float = 10.0) -> str:
                              "where it is first used), nbval cells summed per notebook."])
 
 
+def _med_range(xs, fmt: str) -> str:
+    """'median (lo-hi)' of repeated measurements (``protocol.spread``), each in ``fmt``."""
+    s = spread(xs)
+    return f"{fmt.format(s.median)} ({fmt.format(s.lo)}-{fmt.format(s.hi)})"
+
+
 def threads_table(res: dict, file: str) -> str:
     """BENCHMARKS' OpenMP wait policies: median (range) of each, quiet and beside a busy
     neighbour (``inferlab bench threads``)."""
@@ -233,20 +240,11 @@ def threads_table(res: dict, file: str) -> str:
            "|---|---|---:|---:|---:|"]
     for machine, r in res["results"].items():
         for name, runs in r["runs"].items():
-            cells = []
-            for k, fmt in (("b1_tok_s", "{:.1f}"), ("b8_tok_s", "{:.1f}"), ("ttft_ms", "{:.0f}")):
-                xs = [x[k] for x in runs]
-                cells.append(f"{fmt.format(r['median'][name][k])} ({fmt.format(min(xs))}-"
-                             f"{fmt.format(max(xs))})")
+            cells = [_med_range([x[k] for x in runs], fmt) for k, fmt in
+                     (("b1_tok_s", "{:.1f}"), ("b8_tok_s", "{:.1f}"), ("ttft_ms", "{:.0f}"))]
             out.append(f"| {machine} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(out + ["", "Medians (range) of the interleaved runs, each a fresh "
                              "process; " + caption(res, file) + "."])
-
-
-def _med_range(xs: list, fmt: str) -> str:
-    xs = sorted(xs)
-    mid = (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
-    return f"{fmt.format(mid)} ({fmt.format(xs[0])}-{fmt.format(xs[-1])})"
 
 
 def lab_live_table(res: dict, file: str) -> str:

@@ -18,7 +18,6 @@ scheduler timeline built from vLLM's step reports and the prefix-cache view of i
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 import tempfile
@@ -138,11 +137,9 @@ def main(argv=None) -> int:
         page.click(".lm-Menu-itemLabel:text-is('JupyterLab Light')")
         browser.close()
     if a.numbers:
-        from inferlab.lab.protocol import result_meta
+        from inferlab.lab.protocol import write_result
         cmd = f"python -m inferlab.tools.showcase --out {a.out} --numbers {a.numbers}"
-        pathlib.Path(a.numbers).write_text(json.dumps({**result_meta(cmd), "results": numbers},
-                                                      indent=1) + "\n")
-        print(f"wrote {a.numbers}")
+        print("wrote", write_result(a.numbers, cmd, numbers))
     return _report(errors)
 
 

@@ -49,6 +49,19 @@ def decode_case(batch: int, context: int, seed: int = 0):
     return q, k_cache, v_cache, tables, seq_lens
 
 
+def _reference_time(args, scale: float, repeats: int) -> float:
+    """The torch reference's median time, the faster of its default threads and one."""
+    default_threads = torch.get_num_threads()
+    t_ref = float("inf")
+    with torch.inference_mode():
+        for threads in sorted({default_threads, 1}):
+            torch.set_num_threads(threads)
+            t_ref = min(t_ref, median_time(
+                lambda: reference.paged_attention_decode(*args, scale), repeats))
+    torch.set_num_threads(default_threads)
+    return t_ref
+
+
 def bench_one(batch: int, context: int, repeats: int, against: str = "reference") -> dict:
     """The numba kernel against the torch reference (the faster of its default and one
     thread) on one shape; ``against="numba"``: against itself (the claim's falsification)."""
@@ -57,14 +70,10 @@ def bench_one(batch: int, context: int, repeats: int, against: str = "reference"
     numba = lambda: numba_cpu.paged_attention_decode(q, kc, vc, tables, lens, scale)  # noqa: E731
     t_numba = median_time(numba, repeats)
     args = [torch.from_numpy(a) for a in (q, kc, vc, tables, lens)]
-    default_threads = torch.get_num_threads()
-    t_ref = median_time(numba, repeats) if against == "numba" else float("inf")
-    with torch.inference_mode():
-        for threads in sorted({default_threads, 1}) if against != "numba" else ():
-            torch.set_num_threads(threads)
-            t_ref = min(t_ref, median_time(
-                lambda: reference.paged_attention_decode(*args, scale), repeats))
-    torch.set_num_threads(default_threads)
+    if against == "numba":
+        t_ref = median_time(numba, repeats)
+    else:
+        t_ref = _reference_time(args, scale, repeats)
     kv_bytes = 2 * batch * context * KV_HEADS * HEAD_DIM * 4
     out = numba_cpu.paged_attention_decode(q, kc, vc, tables, lens, scale)
     err = float(np.abs(out - reference.paged_attention_decode(*args, scale).numpy()).max())

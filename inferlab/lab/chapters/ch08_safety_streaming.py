@@ -196,7 +196,6 @@ def _wall(model, user: str, s: dict, repeats: int, input_check: bool) -> dict:
     return {"wall": {**res.meta(), "model": eng.model_name},
             "wall_first_visible": {p: spread(p, lambda r: r["first_visible"]) for p in POLICIES},
             "wall_input_check": spread("streamed", lambda r: r["input_check_s"]),
-            "wall_ttft": spread("streamed", lambda r: r["ttft_s"]),
             "wall_first_token": {"checked": spread("streamed", lambda r: r["first_made"]),
                                  "unchecked": spread(UNCHECKED, lambda r: r["first_made"])},
             "verdicts": flag_rate(eng, s["examples"]),
