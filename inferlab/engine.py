@@ -30,7 +30,7 @@ from .core.shapes import ModelShape, cdiv, kv_bytes_per_token
 from .core.stats import EngineStats, PeakTracker
 from .errors import CapacityError, InvalidInputError, InvalidTypeError
 from .model.loader import load_model
-from .model.resources import auto_num_blocks, cpu_count, default_kv_cache_memory
+from .model import resources as res
 from .model.runner import ModelRunner, check_backend
 from .sim.clock import Clock, check_clock, make_clock
 
@@ -38,7 +38,7 @@ from .sim.clock import Clock, check_clock, make_clock
 class Engine:
     def __init__(self, model: str | None = None, **kwargs):
         import torch
-        threads.for_engine(cpu_count())    # the policy in force, torch's threads <= our CPUs
+        threads.for_engine(res.cpu_count())    # the policy in force, torch's threads <= our CPUs
         self.config = cfg = EngineConfig.from_kwargs(model=model, **kwargs)
         check_clock(cfg.clock)
         device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -52,22 +52,22 @@ class Engine:
         self.vocab_size = hf_cfg.vocab_size
         self.eos_token_id = _first(getattr(self.tokenizer, "eos_token_id", None)
                                    if self.tokenizer else hf_cfg.eos_token_id)
-        model_len = getattr(hf_cfg, "max_position_embeddings", 2048)
-        self.max_model_len = cfg.max_model_len or min(model_len, 2048)
+        model_len = getattr(hf_cfg, "max_position_embeddings", res.DEFAULT_CONTEXT_CAP)
+        self.max_model_len = cfg.max_model_len or min(model_len, res.DEFAULT_CONTEXT_CAP)
         if self.max_model_len > model_len:
             raise InvalidInputError(f"max_model_len={self.max_model_len} exceeds the model's "
                                     f"context of {model_len} tokens")
         cfg.check_model_len(self.max_model_len)   # the token budget vs max_model_len, early
         bytes_per_token = kv_bytes_per_token(ModelShape.from_hf_config(hf_cfg),
                                              DTYPE_BYTES[cfg.dtype])
-        self.num_blocks = cfg.num_blocks or auto_num_blocks(
-            cfg.kv_cache_memory or default_kv_cache_memory(), bytes_per_token, cfg.block_size,
+        self.num_blocks = cfg.num_blocks or res.auto_num_blocks(
+            cfg.kv_cache_memory or res.default_kv_cache_memory(), bytes_per_token, cfg.block_size,
             cfg.max_num_seqs * cdiv(self.max_model_len, cfg.block_size))
         self.runner = ModelRunner(self.loaded, self.num_blocks, cfg.block_size,
                                   cfg.attention_backend, cfg.seed, cfg.linear_backend)
         if self.runner.backend == "numba-cpu":
             import numba
-            numba.set_num_threads(min(cpu_count(), numba.config.NUMBA_NUM_THREADS))
+            numba.set_num_threads(min(res.cpu_count(), numba.config.NUMBA_NUM_THREADS))
         self.runner.warm_up()   # compile kernels now, not inside the first request's TTFT
         self.kv: KVManager = make_kv_manager(cfg, self.num_blocks, self.max_model_len)
         self.scheduler = Scheduler(cfg, self.kv, self.max_model_len)

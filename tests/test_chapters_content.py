@@ -64,7 +64,7 @@ def ch04(claims_smoke):
 
 def test_ch04_same_memory_same_outputs_more_requests(ch04):
     c, p = ch04["layouts"]["contiguous"], ch04["layouts"]["paged"]
-    assert c["blocks_total"] == p["blocks_total"] == ch04["sizes"]["num_blocks"]
+    assert c["blocks_total"] == p["blocks_total"] == ch04["num_blocks"]
     # contiguous reservation fits only num_slots // max_model_len requests at once
     assert c["max_running"] == ch04["kv_slots"] // ch04["max_model_len"] < ch04["num_requests"]
     assert p["max_running"] > c["max_running"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 
 MIB = 1 << 20
+KV_MEMORY_CAP = 512 * MIB     # the default KV budget's ceiling (default_kv_cache_memory)
+DEFAULT_CONTEXT_CAP = 2048     # the default max_model_len: the model's context, at most this
 
 
 def _read_int(path: str) -> int | None:
@@ -73,7 +75,7 @@ def cpu_count() -> int:
 
 def default_kv_cache_memory() -> int:
     """KV budget when none is given: a fifth of what is free, between 64 MiB and 512 MiB."""
-    return int(min(512 * MIB, max(64 * MIB, available_memory() // 5)))
+    return int(min(KV_MEMORY_CAP, max(64 * MIB, available_memory() // 5)))
 
 
 def auto_num_blocks(budget: int, bytes_per_token: int, block_size: int, most_needed: int) -> int:
