@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from claim_verdict import fails, verdict
 
+from inferlab.lab import claims
 from inferlab.lab.chapters import ch15_memory_and_price as ch
-from inferlab.lab.verdicts import FAILS, HOLDS, HOLDS_SMALLER
+from inferlab.lab.verdicts import FAILS, HOLDS, HOLDS_SMALLER, ILLUSTRATED
 
 pytestmark = pytest.mark.slow
 
@@ -30,10 +31,16 @@ def test_15_a_budget_with_room_for_everyone_runs_them_all_at_once():
     assert sh["max_running"] == sh["requests"] == s["requests"]
     assert lo["budget_blocks"] == sh["budget_blocks"] and lo["preemptions"] == 0
     assert lo["kv_bytes_per_token"] == 2 * 30 * 3 * 64 * 4                 # SmolLM2, fp32
-    assert verdict("15-long-context", d) == HOLDS
+    # the budget is the lab's (FITS): an illustration, never judged; its reason gives the
+    # engine's default budget at SmolLM2's own 8,192-token window beside it (1 context here)
+    v = claims.for_chapter(15)[1].assess(d)
+    assert v.verdict == ILLUSTRATED and ch.judge_long_context(d).verdict == HOLDS
+    b = d["capacity"]["default_budget"]
+    assert b["context"] == 8192 and b["fit"] == (512 << 20) // (8192 * 2 * 30 * 3 * 64 * 4) == 1
+    assert "own 8,192-token context window" in v.reason and "holds 1 such context" in v.reason
     d = ch.measure(smoke=True, parts=("capacity",), fits=None)
     assert d["capacity"]["long"]["max_running"] == s["requests"]
-    fails("15-long-context", d)
+    assert ch.judge_long_context(d).verdict == FAILS          # room for all: all at once
 
 
 def test_15_memory_of_a_tiny_model_is_not_its_weights_and_kv():

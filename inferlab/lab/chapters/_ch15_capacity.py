@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..verdicts import COUNTS, Verdict, clock_note, direction, x
+from ...model.resources import KV_MEMORY_CAP
 from . import _kit
 
 GPU_BYTES = 80e9           # one 80 GB GPU
@@ -57,7 +58,8 @@ def run_budget(context: int, requests: int, decode: int, budget_blocks: int,
             "mean_decode_batch": float(np.mean(decoding)) if decoding else 0.0,
             "sim_seconds": elapsed, "sim_tok_s": made / elapsed if elapsed else 0.0,
             "kv_bytes_per_token": per_token, "kv_budget_bytes": r.k_cache.nbytes + r.v_cache.nbytes,
-            "model": eng.model_name}
+            "model": eng.model_name,
+            "model_context": getattr(eng.loaded.config, "max_position_embeddings", 0)}
 
 
 def blocks_for(context: int, decode: int, block_size: int = 16) -> int:
@@ -70,9 +72,14 @@ def measure_capacity(long_context: int, short_context: int, requests: int, decod
     effect removed) with long and with short contexts."""
     need = blocks_for(long_context, decode)
     budget = need * (requests if fits is None else fits)
-    return {"long": run_budget(long_context, requests, decode, budget),
-            "short": run_budget(short_context, requests, decode, budget),
-            "fits": fits, "projection": kv_projection()}
+    out = {"long": run_budget(long_context, requests, decode, budget),
+           "short": run_budget(short_context, requests, decode, budget),
+           "fits": fits, "projection": kv_projection()}
+    lo = out["long"]       # the same arithmetic at sizes the lab did not choose
+    out["default_budget"] = {"bytes": KV_MEMORY_CAP, "context": lo["model_context"],
+                             "fit": int(KV_MEMORY_CAP // (lo["model_context"]
+                                                          * lo["kv_bytes_per_token"]))}
+    return out
 
 
 def kv_projection(dtype_bytes: int = 2) -> list[dict]:
@@ -108,9 +115,20 @@ def capacity_lines(c: dict) -> list[str]:
     return lines
 
 
+def default_budget_text(c: dict) -> str:
+    """How many contexts of the model's own length the engine's default KV budget holds."""
+    b = c["default_budget"]
+    return (f"at {c['long']['model']}'s own {b['context']:,}-token context window, the engine's "
+            f"default KV budget ({b['bytes'] / 2**20:.0f} MiB) holds {b['fit']} such context"
+            f"{'s' if b['fit'] != 1 else ''}")
+
+
 def judge_long_context(d: dict) -> Verdict:
     """Counts: how many of the long requests the budget ran at once, against how many
-    asked; the short ones in the same budget show the budget is not the limit for them."""
+    asked; the short ones in the same budget show the budget is not the limit for them. The
+    budget is the lab's (room for ``fits`` long requests): an illustration of the
+    allocator's arithmetic; the same arithmetic at the engine's default budget and the
+    model's own context length is in the reason."""
     c = d["capacity"]
     lo, sh = c["long"], c["short"]
     v = direction(lo["requests"] / lo["max_running"], clear=2)
@@ -127,7 +145,8 @@ def judge_long_context(d: dict) -> Verdict:
                    f"{clock_note(d['clock_sim'])}: {lo['sim_tok_s']:,.0f} vs "
                    f"{sh['sim_tok_s']:,.0f} generated tok/s; llama-3-8b in bf16 keeps "
                    f"{p8['kv_bytes_per_token'] / 1024:.0f} KiB per token, so an 80 GB GPU holds "
-                   f"{p8['fit'][big]} contexts of {big:,} tokens beside its weights",
+                   f"{p8['fit'][big]} contexts of {big:,} tokens beside its weights; "
+                   f"{default_budget_text(c)}",
                    measured=f"{lo['max_running']} of {lo['requests']} long requests at once",
                    points=((f"{sh['context']}-token requests at once", sh["max_running"]),
                            (f"{lo['context']}-token requests at once", lo["max_running"]),

@@ -21,8 +21,8 @@ model: a projection, deterministic, the same figure every run).
 from __future__ import annotations
 
 from .. import measure_cache, palette, protocol
-from ..verdicts import (ENTER, FAILS, HOLDS, HOLDS_SMALLER, LABS_OWN, Claim, Verdict, clock_note,
-                        direction, ms, no_wall_run, pct, wall_warning, worst, x)
+from ..verdicts import (ENTER, FAILS, HOLDS, HOLDS_SMALLER, ILLUSTRATION, LABS_OWN, Claim,
+                        Verdict, clock_note, direction, ms, no_wall_run, pct, wall_warning, worst, x)
 
 TITLE = "Safety classifiers and streaming"
 CLAIM = ("Input and output safety classifiers are extra model calls: the input check adds its "
@@ -296,7 +296,9 @@ def judge_input_check(d: dict) -> Verdict:
 
 def judge_output_check(d: dict) -> Verdict:
     """First visible word under the three policies, medians on this machine's wall clock:
-    buffering must delay it (2x clears), chunked checking must win back most of the delay."""
+    buffering must delay it (2x clears), chunked checking must win back most of the delay.
+    Both follow from how the lab built the example (buffering waits for ``max_tokens``
+    tokens, a chunk for ``check_every``): an illustration, its measured times beside it."""
     if "wall_first_visible" not in d:
         return no_wall_run(f"this claim is judged on the real model's wall clock only; "
                            f"{_sim08(d, 'input')}")
@@ -312,7 +314,10 @@ def judge_output_check(d: dict) -> Verdict:
                    f"{ms(bu, 0)} ({x(bu / st)} later than streaming, for a {s['max_tokens']}-token "
                    f"answer); checking in chunks wins back {pct(recovered)} of that delay; this "
                    f"machine's wall clock ({w['model']}, medians of {w['repeats']} interleaved "
-                   f"repeats); {_sim08(d, 'output')}",
+                   f"repeats); the sizes are the lab's: the buffered delay is the time to "
+                   f"generate {s['max_tokens']} tokens and a chunk's is {s['check_every']} "
+                   f"tokens' and one check's, so the share won back follows from "
+                   f"{s['check_every']}/{s['max_tokens']}; {_sim08(d, 'output')}",
                    measured=f"{x(bu / st)} later when buffered",
                    points=(("streamed", st * 1e3), ("chunked", ch * 1e3), ("buffered", bu * 1e3)),
                    unit="ms to the first visible word", clock=w["label"],
@@ -326,5 +331,5 @@ CLAIMS = (
     Claim("08-output-check", "Holding output until a safety check has read it delays the "
           "first visible word; checking in chunks wins most of streaming back.",
           f"{ENTER}; chunked checking: {LABS_OWN}",
-          "ch08_safety_streaming", measure_for_claims, judge_output_check),
+          "ch08_safety_streaming", measure_for_claims, judge_output_check, kind=ILLUSTRATION),
 )

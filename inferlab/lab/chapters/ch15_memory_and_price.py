@@ -12,7 +12,7 @@ tokens it computes; every live token keeps its keys and values in the KV cache):
 from __future__ import annotations
 
 from .. import measure_cache, palette
-from ..verdicts import AFTER, ENTER, PAGED, Claim, no_wall_run
+from ..verdicts import AFTER, ENTER, ILLUSTRATION, PAGED, Claim, no_wall_run
 from . import _kit
 from ._ch15_capacity import capacity_lines, judge_long_context, measure_capacity
 from ._ch15_memory import PARTS, judge_memory, measure_memory, memory_lines
@@ -22,7 +22,10 @@ from ._ch15_price import judge_token_price, measure_price, price_lines, publishe
 TITLE = "What a token costs, how many long contexts fit, where the memory goes"
 CLAIM = ("Input tokens are cheaper to serve than output tokens; a long context window is not "
          "room for many long requests; the weights and the KV cache take most of the memory.")
-FITS = 2      # the KV budget of the capacity run: room for this many long requests
+# the KV budget of the capacity run: room for this many long requests (the lab's choice, so
+# 15-long-context is an illustration; its reason gives the engine's default budget at the
+# model's own context length beside it)
+FITS = 2
 
 
 def sizes(smoke: bool) -> dict:
@@ -229,7 +232,7 @@ CLAIMS = (
     Claim("15-long-context", "A long context window is not many long requests: every live "
           "token keeps its keys and values in the KV cache, so a budget that holds a few long "
           "contexts serves only those few at once.", f"{AFTER}; {PAGED}",
-          "ch15_memory_and_price", measure_for_claims, judge_long_context),
+          "ch15_memory_and_price", measure_for_claims, judge_long_context, kind=ILLUSTRATION),
     Claim("15-memory", "The model's weights and the KV cache take most of a serving "
           "process's memory; activations and everything else are the smaller part.",
           f"{ENTER}; {PAGED}", "ch15_memory_and_price", measure_for_claims, judge_memory),
