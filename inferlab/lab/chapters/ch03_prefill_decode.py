@@ -13,7 +13,7 @@ import numpy as np
 from .. import measure_cache, palette, protocol
 from ..verdicts import (AFTER, ENTER, FAILS, HOLDS, HOLDS_SMALLER, UNMEASURABLE, Claim, Verdict,
                        clock_note, direction, ms, wall_warning, worst, x)
-from . import _kit
+from . import _ch03_context, _ch03_sizes, _kit
 from ._ch03_steps import fit_figure, fit_steps, fit_text, step_fit   # noqa: F401 (the API)
 
 TITLE = "Prefill vs decode: TTFT grows with the input, per-token latency stays flat"
@@ -87,11 +87,14 @@ def roofline(gpu="H100", model="llama-3-8b", lengths=(32, 512, 8192)) -> dict:
 
 @measure_cache.shared
 def measure(smoke: bool = False, deterministic: bool = False, repeats: int | None = None,
-            with_fit: bool = True, wall_lengths=None) -> dict:
+            with_fit: bool = True, wall_lengths=None, contexts=(), shapes=()) -> dict:
     """The sweep priced on the simulated H100 (a projection) and, unless ``deterministic``,
     on this machine's wall clock (SmolLM2, lengths interleaved, ``repeats`` each), plus the
     fixed + per-token fit of a prefill step (``with_fit``). ``wall_lengths``: the wall sweep's
-    input lengths (default: the chapter's)."""
+    input lengths (default: the chapter's). Two more wall-clock runs, unless
+    ``deterministic``: the decode step against the context (``_ch03_context``; ``contexts``:
+    its lengths, None: not run) and the model sizes (``_ch03_sizes``; ``shapes``: their
+    names, None: not run); () takes each part's own."""
     _kit.seed_everything(0)
     lengths = wall_lengths or (LENGTHS_SMOKE if smoke else LENGTHS)
     out = OUTPUT_SMOKE if smoke else OUTPUT
@@ -112,6 +115,11 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
         data["wall"] = wall
     if fit is not None:
         data["step_fit"] = fit
+    reps = repeats or (2 if smoke else 3)
+    if not deterministic and contexts is not None:
+        data["context"] = _ch03_context.measure(smoke, reps, contexts or None)
+    if not deterministic and shapes is not None:
+        data["sizes"] = _ch03_sizes.measure(smoke, reps, shapes or None)
     return data
 
 
@@ -178,7 +186,8 @@ def summary(data: dict) -> str:
 # --- the chapter's claims: how each is measured and judged --------------------------------------
 def measure_for_claims(smoke: bool) -> dict:
     """The measurement every claim below is judged on (``claims.run_all``): the wall-clock
-    sweep on SmolLM2 (and the projection beside it); no step fit."""
+    sweep on SmolLM2 (and the projection beside it), the decode step against the context
+    and the model sizes; no step fit."""
     return measure(smoke=smoke, with_fit=False)
 
 
@@ -221,9 +230,24 @@ def judge_prefill_decode(d: dict) -> Verdict:
                    clock=d["wall"]["label"], warning=wall_warning(d))
 
 
+def judge_context(d: dict) -> Verdict:
+    return _ch03_context.judge(d.get("context"))
+
+
+def judge_sizes(d: dict) -> Verdict:
+    return _ch03_sizes.judge(d.get("sizes"))
+
+
 CLAIMS = (
     Claim("03-prefill-decode", "Time to first token grows with the input (prefill is "
           "compute-bound); the time per output token stays about the same (decode is "
           "memory-bound).", f"{ENTER}; {AFTER}", "ch03_prefill_decode", measure_for_claims,
           judge_prefill_decode),
+    Claim("03-decode-context", "Each generated token extends the sequence, so the time per "
+          "output token grows with the context: a decode step reads the keys and values of "
+          "every token before it.", AFTER, "ch03_prefill_decode", measure_for_claims,
+          judge_context),
+    Claim("03-model-sizes", "Some models respond faster than others: a bigger model takes "
+          "longer to the first token and per output token on the same machine.", ENTER,
+          "ch03_prefill_decode", measure_for_claims, judge_sizes),
 )

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 from .. import measure_cache, palette
-from ..verdicts import (AFTER, FAILS, SARATHI, Claim, Verdict, clock_note, direction, ms,
+from . import _ch06_feel
+from ..verdicts import (AFTER, ENTER, FAILS, SARATHI, Claim, Verdict, clock_note, direction, ms,
                         no_wall_run, x)
 
 TITLE = "Chunked prefill and in-flight batching"
@@ -76,6 +77,8 @@ def run(chunked: bool, reqs: list[dict], model=None, chunk: int = 256, **engine_
             "p50": float(np.percentile(itl, 50)), "p99": float(np.percentile(itl, 99)),
             "max": float(max(itl)),
             "long_ttft": [outs[k].metrics.ttft for k in sorted(outs) if k.startswith("long")],
+            "requests": {k: {"ttft": o.metrics.ttft, "e2e": o.metrics.e2e}
+                         for k, o in outs.items()},
             "arrivals": [r["arrival"] for r in reqs if r["id"].startswith("long")]}
 
 
@@ -85,12 +88,16 @@ ARMS = ("unchunked", "chunked")
 @measure_cache.shared
 def measure(smoke: bool = False, clock: str | None = None, chunk: int | None = None,
             deterministic: bool = False, repeats: int | None = None,
-            chunking: tuple[bool, bool] = (False, True)) -> dict:
+            chunking: tuple[bool, bool] = (False, True),
+            feel_chunking: tuple[bool, bool] | None = (False, True)) -> dict:
     """The two policies on the simulated H100 (an 8B model's shape priced by the cost model:
     a projection, deterministic) and, unless ``deterministic``, on this machine's wall clock
     with SmolLM2: unchunked and chunked interleaved ``repeats`` times under a busy check, the
     streams' p99 ITL of each run (what the claim is judged on). ``chunking``: each arm's
-    ``enable_chunked_prefill`` ((False, False) takes the effect out: the falsification)."""
+    ``enable_chunked_prefill`` ((False, False) takes the effect out: the falsification).
+    ``feel_chunking``: the same for the second wall-clock run (``_ch06_feel``: short
+    questions after a long prompt, their first token against their whole answer; None:
+    not run)."""
     s = _sizes(smoke)
     chunk = chunk or s["chunk"]
     kw = dict(SIM) if clock in (None, *SIM.values()) else {"clock": clock}
@@ -105,6 +112,9 @@ def measure(smoke: bool = False, clock: str | None = None, chunk: int | None = N
             "model": runs["chunked"]["model"]}
     if not deterministic:
         data["wall"] = _wall(s, chunk, vocab, flags, repeats or (2 if smoke else 3))
+        if feel_chunking:
+            data["feel"] = _ch06_feel.measure(run, smoke, repeats or (2 if smoke else 3),
+                                              feel_chunking)
     return data
 
 
@@ -217,9 +227,18 @@ def judge_chunked(d: dict) -> Verdict:
                    warning=w.get("warning"))
 
 
+def judge_feel(d: dict) -> Verdict:
+    """06-first-token-feel, on the second wall-clock run (``_ch06_feel``)."""
+    return _ch06_feel.judge(d.get("feel"))
+
+
 CLAIMS = (
     Claim("06-chunked-prefill", "Chunked prefill lets long prompts share steps with running "
           "decodes, so streams keep a smooth inter-token latency (lower p99).",
           f"{AFTER} (chunked prefill balances prefill with decode); the p99 framing: {SARATHI}",
           "ch06_chunked_prefill", measure_for_claims, judge_chunked),
+    Claim("06-first-token-feel", "An answer that starts sooner feels faster even when the "
+          "whole answer takes about as long: the first token can move a lot while the time to "
+          "the last one barely does.", ENTER, "ch06_chunked_prefill", measure_for_claims,
+          judge_feel),
 )
