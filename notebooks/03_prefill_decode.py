@@ -106,6 +106,15 @@ print("TTFT grows with input length; the time per output token does not (simulat
 # `inferlab.lab.claims`, the same one the report card (`inferlab claims`,
 # `11_report_card`) uses: `holds`, `holds, smaller here`, `does not hold here` or
 # `not measurable here`, with the reason in numbers.
+#
+# Two more wall-clock runs in the same measurement judge two more things the articles say.
+# **Each token extends the sequence** (`03-decode-context`): one request decodes after a short
+# and after a long prompt, and each decode step reads the weights plus the keys and values of
+# every token before it; the reason gives the step times beside the bytes read.
+# **Some models respond faster than others** (`03-model-sizes`): the same prompt on SmolLM2-135M
+# and on larger SmolLM2 shapes built with random weights (a forward pass takes as long whatever
+# the weights say), interleaved; a shape whose weights do not fit in half the memory left is
+# not run, and the reason says so.
 
 # %%
 from inferlab.lab import claims

@@ -32,20 +32,22 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 
 # %% [markdown]
 # The same real chat requests (the lab's bundled set; SmolLM2 answers each until its own
-# end-of-sequence token, under a cap; a 1024-token context window) run twice with **the same KV memory** (`num_blocks`):
-# `kv_layout="contiguous"` and `kv_layout="paged"`. The memory is sized so that contiguous
-# reservation runs out first: each request reserves the whole 1024-token window, so
-# 4,096 slots (smoke; 6,144 in a full run) hold only 4 (6) requests at once and the rest wait
-# in the queue. Paging gives each request only the blocks it has filled, so the same memory
-# holds as many requests as their actual tokens allow.
+# end-of-sequence token, under a cap) run twice with **the same KV memory**:
+# `kv_layout="contiguous"` and `kv_layout="paged"`. Neither the memory nor the window is
+# the lab's choice: both are the engine's defaults (the KV budget: a fifth of free memory, up
+# to a cap; the window: the model's context, up to a cap; the summary below prints both). A
+# contiguous layout must reserve the whole window for each request (it cannot know where the
+# answer ends), so the memory holds only a few requests at once and the rest wait in the
+# queue. Paging gives each request only the blocks it has filled, so the same memory holds as
+# many requests as their actual tokens allow.
 #
-# We read the KV usage at the step where each layout had the most memory allocated (slot
-# counts), count the requests running at once, compare the outputs token by token, and price
-# the time on the simulated H100 clock (an 8B model's shape): deterministic, the same on
-# every run.
+# We read the KV usage over the whole run (time-weighted) and at the step where each layout
+# had the most memory allocated (slot counts), count the requests running at once, compare
+# the outputs token by token, and price the time on the simulated H100 clock (an 8B model's
+# shape): deterministic, the same on every run.
 #
-# Knobs: `ch.sizes(SMOKE)` (requests, `num_blocks`, the answers' cap), `ch.BLOCK_SIZE`,
-# `ch.MAX_MODEL_LEN` (a longer window makes reservation worse).
+# Knobs: `ch.sizes(SMOKE)` (requests, the answers' cap), `ch.BLOCK_SIZE`, `ch.KV_MEMORY`
+# (the KV budget in bytes).
 
 # %%
 data = ch.measure(smoke=SMOKE)

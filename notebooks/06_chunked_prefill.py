@@ -75,6 +75,13 @@ print(f"p99 ITL: chunked {c['p99'] * 1e3:.1f} ms < unchunked {u['p99'] * 1e3:.1f
 # `inferlab.lab.claims`, the same one the report card (`inferlab claims`,
 # `11_report_card`) uses: `holds`, `holds, smaller here`, `does not hold here` or
 # `not measurable here`, with the reason in numbers.
+#
+# A second wall-clock run judges what the articles say about feel (`06-first-token-feel`):
+# a few short questions arrive just after a long prompt. Without chunking they wait for the
+# long prompt's whole prefill before their first token; with chunked prefill they join the
+# next step. The machine does the same work either way, so their whole answers end at about
+# the same time. Both numbers are judged: the first token must move clearly, the last must
+# not.
 
 # %%
 from inferlab.lab import claims

@@ -309,8 +309,9 @@ def measure_for_claims(smoke: bool) -> dict:
     """The measurement the claim below is judged on (``claims.run_all``, the notebook): a
     full run serves the same weights from ``inferlab serve`` and ``vllm serve`` and measures
     both now with ``vllm bench serve`` (A B A B; a few minutes, vLLM's start included); a
-    smoke run (CI, Binder: no vLLM to start) judges the run ``inferlab bench serve`` recorded
-    in docs/results/serve-xeon.json, and its reason says so."""
+    smoke run (CI, Binder: no vLLM to start) judges the run recorded in
+    docs/results/stacks.json by the last full run (before one: serve-xeon.json), and its
+    reason says so: "recorded on <CPU>, <date>"."""
     return _ch14_stacks.measure(smoke)
 
 
