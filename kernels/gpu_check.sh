@@ -31,23 +31,7 @@ want() { [[ $STEPS == *$1* ]]; }
 SLOW=1                                  # the simulator runs each CUDA thread in Python: more time
 if [ $DRY = 1 ]; then export NUMBA_ENABLE_CUDASIM=1; SLOW=3; fi
 
-SHIM=$(mktemp -d)
-trap 'rm -rf "$SHIM"' EXIT
-mkdir -p "$SHIM/inferlab"
-for f in "$ROOT"/inferlab/*; do ln -s "$f" "$SHIM/inferlab/"; done
-ln -s "$ROOT/kernels" "$SHIM/inferlab/kernels"
-[ -d "$ROOT/widgets" ] && ln -s "$ROOT/widgets" "$SHIM/inferlab/widgets"
-ln -s "$ROOT/tests" "$SHIM/tests"
-# numba-cuda 0.68.0 registers np.row_stack, which numpy 2.4 removed (the GPU box has both)
-cat > "$SHIM/sitecustomize.py" <<'PY'
-import numpy
-if not hasattr(numpy, "row_stack"):
-    numpy.row_stack = numpy.vstack
-PY
-export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
-# run from the shim: `python -m` puts the working directory first on sys.path, and from the
-# root that is the bare inferlab/ without its kernels (an editable install hides this)
-cd "$SHIM"
+source "$ROOT/kernels/shim.sh"      # $SHIM: the package as pyproject maps it; cd there
 # do not write caches into the tree (the dry run keeps the caller's numba cache: CI has
 # compiled these kernels already, and a cold compile under load would only time it out)
 [ $DRY = 1 ] || export NUMBA_CACHE_DIR="$SHIM/numba-cache"

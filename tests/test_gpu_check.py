@@ -35,3 +35,23 @@ def test_gpu_check_dry_run_takes_every_step():
     steps = [line for line in out.splitlines() if line.startswith(("| prefill", "| decode"))]
     assert len(steps) == 3 and "inferlab Engine.step()" in out, steps   # 8B steps, priced
     assert all(float(line.split("|")[c]) > 0 for line in steps for c in (2, 3, 4)), steps
+
+
+def test_gpu_probe_dry_run_writes_each_answer(tmp_path):
+    """kernels/gpu_probe.sh in numba's CUDA simulator: every step runs (the graph step says
+    the simulator has no graphs) and each answer is in the output folder."""
+    env = {**os.environ, "PYTHON": sys.executable}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run(["bash", "kernels/gpu_probe.sh", "--dry-run", str(tmp_path)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    import json
+    launch = json.loads((tmp_path / "launch.json").read_text())
+    assert launch["numba_array_us"] > 0 and launch["simulated"] is True, launch
+    assert "simulator" in json.loads((tmp_path / "graph.json").read_text())["skipped"]
+    load = json.loads((tmp_path / "bf16_load.json").read_text())
+    assert load["sums_agree"] is True and len(load["rows"]) == 3, load      # the sums agree
+    assert (tmp_path / "env.txt").read_text().count("numba") >= 1
+    assert [line.split(":")[0] for line in (tmp_path / "probe.md").read_text().splitlines()] \
+        == ["launch", "graph", "bf16_load"]
