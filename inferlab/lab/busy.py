@@ -28,7 +28,7 @@ CALIBRATION_LOOPS = 300_000
 BUSY = "WARNING: busy machine, wall-clock numbers not trustworthy: "
 
 
-def _warning(reasons) -> str | None:
+def warning_from(reasons) -> str | None:
     why = [r for r in reasons if r]
     return BUSY + "; ".join(why) if why else None
 
@@ -152,7 +152,7 @@ def busy_warning(load: float | None, n_cpus: int, own_cpus: float, cal_before: f
     if drift > DRIFT:
         why.append(f"a fixed calibration loop took {cal_before * 1e3:.0f} ms before and "
                    f"{cal_after * 1e3:.0f} ms after ({drift:.0%} apart)")
-    return _warning(why)
+    return warning_from(why)
 
 
 def settle(timeout: float = 120.0) -> None:

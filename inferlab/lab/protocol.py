@@ -23,7 +23,7 @@ from typing import Any, Callable
 from inferlab.model.cpu_features import cpu_flags, cpu_name  # noqa: F401 (result files)
 
 # whether the machine was quiet: its own module, re-exported here (the protocol's API)
-from .busy import (BUSY, BUSY_SHARE, DRIFT, STEAL, BusyCheck, _warning,  # noqa: F401
+from .busy import (BUSY, BUSY_SHARE, DRIFT, STEAL, BusyCheck, warning_from,  # noqa: F401
                    busy_warning, calibrate, cpu_busy_seconds, cpu_ticks, cpus, load_average,
                    others_cpus, others_warning, settle, steal_share)
 
@@ -109,7 +109,7 @@ def _repeat_reason(times: dict[str, list]) -> str | None:
 
 def repeat_warning(times: dict[str, list]) -> str | None:
     """The busy-machine warning for repeats that disagree (``_repeat_reason``), or None."""
-    return _warning([_repeat_reason(times)])
+    return warning_from([_repeat_reason(times)])
 
 
 @dataclass
@@ -139,7 +139,7 @@ def compare(arms: dict[str, Callable[[], Any]], repeats: int) -> WallComparison:
     """Run ``arms`` interleaved ``repeats`` times under a busy check."""
     with BusyCheck() as chk:
         runs, times = _timed_interleaved(arms, repeats)
-    warning = _warning([w and w.removeprefix(BUSY) for w in (chk.warning,
+    warning = warning_from([w and w.removeprefix(BUSY) for w in (chk.warning,
                                                               repeat_warning(times))])
     return WallComparison(runs, repeats, warning, {**chk.readings, "call_seconds": times})
 
