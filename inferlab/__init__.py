@@ -4,7 +4,7 @@
     eng = il.Engine()                       # SmolLM2-135M-Instruct on a paged KV cache
     out = eng.generate(["What is the capital of France?"], il.SamplingParams(max_tokens=32))
 
-The package is built in floors, each with one rule (README "Map of the code"):
+The package is built in floors, each with one rule (docs/architecture.md):
 core/ (bookkeeping, pure Python) -> model/ (tensors) -> engine.py (wires core, model and a
 sim/ clock) -> observe/ (traces, metrics) -> lab/ (chapters, figures) and widgets/ (views);
 bench/ holds the ``inferlab bench`` commands.

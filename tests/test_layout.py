@@ -1,4 +1,4 @@
-"""The house rules: which floor may import which (README "Map of the code", DESIGN.md).
+"""The house rules: which floor may import which (docs/architecture.md, DESIGN.md).
 
 Walks every module's imports (module level and inside functions) with ``ast`` and fails on
 any import that breaks a floor's rule. ``python tests/test_layout.py`` prints the graph of

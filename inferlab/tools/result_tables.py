@@ -126,6 +126,14 @@ def claims_table(res: dict, file: str) -> str:
                       *markdown_rows(res["claims"])])
 
 
+def claims_summary(res: dict, file: str) -> str:
+    """README's line: how many claims, what they rest on, the verdicts, where and when."""
+    mode = "smoke run" if res.get("smoke") else "full run"
+    tally = "; ".join(f"{n} {v}" for v, n in res.get("verdicts", {}).items() if n)
+    kinds = ", ".join(f"{n} {k}" for k, n in res.get("rests_on", {}).items() if n)
+    return f"{len(res['claims'])} claims ({kinds}): {tally} ({mode}, {short(res)}; {file})"
+
+
 def serve_table(res: dict, file: str) -> str:
     """BENCHMARKS' two serving stacks from ``inferlab bench serve --out``: the caption, the
     side-by-side table, the greedy agreement, how the processes shared the CPUs."""
@@ -307,6 +315,8 @@ TABLES = {t.name: t for t in (
           showcase_summary, inline=True),
     Table("claims", "claims.json", "inferlab claims --json > docs/results/claims.json",
           claims_table),
+    Table("claims-summary", "claims.json", "inferlab claims --json > docs/results/claims.json",
+          claims_summary, inline=True),
     Table("engine-summary", "engine-xeon.json", "inferlab bench engine --out "
           "docs/results/engine-xeon.json", engine_summary, inline=True),
     Table("vllm-summary", "vllm-xeon.json", "inferlab bench vllm --out "

@@ -3,8 +3,8 @@
 A benchmark (``inferlab bench coldstart --out``, ``inferlab bench engine|vllm|gemm|roofline
 --out``) or the report card (``inferlab claims --json``) writes a result file: JSON with the
 numbers, the command that measured them, the date, the CPU and the machine's load. The files
-that back the docs live in ``docs/results/``. In README.md and BENCHMARKS.md a rendered block
-sits between two markers::
+that back the docs live in ``docs/results/``. In README.md, BENCHMARKS.md and the pages of
+docs/ (``DOCS``) a rendered block sits between two markers::
 
     <!-- results:coldstart -->
     ... (written by the renderer; do not edit by hand) ...
@@ -32,7 +32,7 @@ from inferlab.tools.result_tables import (TABLES, ResultsError, Table, caption, 
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RESULTS_DIR = "docs/results"
-DOCS = ("README.md", "BENCHMARKS.md")
+DOCS = ("README.md", "BENCHMARKS.md", "docs/reference.md", "docs/report-card.md")
 
 MARKER = re.compile(r"<!-- results:(?P<name>[\w.-]+) -->(?P<body>.*?)<!-- /results:(?P=name) -->",
                     re.S)
@@ -122,6 +122,8 @@ def render(docs=DOCS, root=REPO, write: bool = True) -> list[Block]:
     blocks = []
     for doc in docs:
         path = root / doc
+        if not path.exists() and doc not in DOCS[:2]:   # a tree without the docs/ pages
+            continue
         text = path.read_text(encoding="utf-8")
         new, found = render_text(text, doc, root)
         blocks += found
