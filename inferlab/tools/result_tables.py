@@ -205,6 +205,15 @@ def roofline_table(res: dict, file: str) -> str:
         + caption(res, file) + "."])
 
 
+def roofline_summary(res: dict, file: str) -> str:
+    """BENCHMARKS' row: each batch's decode step as a share of this CPU's roofline."""
+    rows = sorted(res["results"]["rows"].items(), key=lambda kv: int(kv[0]))
+    batches = " / ".join(b for b, _ in rows)
+    shares = " / ".join(f"{r['share']:.0%}" for _, r in rows)
+    tok_s = " / ".join(f"{r['tok_s']:.0f}" for _, r in rows)
+    return f"batch {batches}: {shares} of the roofline ({tok_s} tok/s; {short(res)}; {file})"
+
+
 def _mmss(s: float) -> str:
     return f"{int(s // 60)} min {s % 60:02.0f} s"
 
@@ -323,9 +332,10 @@ TABLES = {t.name: t for t in (
           "docs/results/vllm-xeon.json", vllm_summary, inline=True),
     Table("vllm-bf16-summary", "vllm-bf16-amd.json", "inferlab bench vllm --dtype bfloat16 "
           "--out docs/results/vllm-bf16-amd.json", vllm_summary, inline=True),
-    *(Table(f"roofline-{dt}", f"roofline-{dt}-amd.json", f"inferlab bench roofline --dtype "
-            f"{full} --out docs/results/roofline-{dt}-amd.json", roofline_table)
-      for dt, full in (("fp32", "float32"), ("bf16", "bfloat16"))),
+    *(Table(f"roofline-{dt}{part}", f"roofline-{dt}-amd.json", f"inferlab bench roofline "
+            f"--dtype {full} --out docs/results/roofline-{dt}-amd.json", fn, inline=bool(part))
+      for dt, full in (("fp32", "float32"), ("bf16", "bfloat16"))
+      for part, fn in (("", roofline_table), ("-summary", roofline_summary))),
     *(Table(name, "serve-xeon.json", "inferlab bench serve --rates 1 4 inf --repeats 2 "
             "--out docs/results/serve-xeon.json", fn, inline=inline)
       for name, fn, inline in (("serve", serve_table, False),
