@@ -97,7 +97,8 @@ print(ours)
 #
 # `VllmServer` is what `inferlab vllm serve` runs: vLLM's OpenAI server from `.venv-vllm` on
 # 127.0.0.1, fp32, eager, prefix caching on, blocks of 32, its KV events and inferlab's step
-# reports on private `ipc://` sockets, both CPU cores bound. It takes ~30 s to start here.
+# reports on private `ipc://` sockets, both CPU cores bound. Starting it takes a while on two
+# cores: vLLM loads the model, compiles and warms up before it answers.
 # The views below are attached to the connector **before** the requests go out: in JupyterLab
 # they update while vLLM works (at most 20 times a second).
 
