@@ -244,7 +244,7 @@ def main(argv=None) -> int:
     small = args.dry_run or simulated
     run = {"launch": lambda: launch(20 if small else 2000, simulated),
            "graph": lambda: graph(simulated),
-           "bf16_load": lambda: bf16_load(16 if small else 512 * 1024, simulated, args.peak_gbs)}
+           "bf16_load": lambda: bf16_load(16 if small else 256 * 1024, simulated, args.peak_gbs)}
     for step in args.steps.split(","):
         try:
             res = run[step]()
