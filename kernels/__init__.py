@@ -270,7 +270,15 @@ def decode_pass(token, pos, table, weights, k_cache, v_cache, logits) -> None:
     decode_cpu.decode_pass(token, pos, table, weights, k_cache, v_cache, logits)
 
 
+def cuda_probe_kernels():
+    """The GPU probe's micro-kernels (probe_cuda.py: launch timing, a kernel for CUDA-graph
+    capture, bf16 sums at three load widths); numba-cuda imported on first use."""
+    from inferlab.kernels import probe_cuda
+    return probe_cuda
+
+
 __all__ = ["ALL_BACKENDS", "available_backends", "resolve_backend", "write_kv",
            "paged_attention_decode", "paged_attention_prefill", "paged_attention_sdpa",
            "SDPA_MIN_TOKENS", "pack_panels", "gemm", "bf16_gemm_available", "gemv", "read_all",
-           "rms_rows", "add_rms_rows", "silu_mul", "rotary_write", "decode_pass"]
+           "rms_rows", "add_rms_rows", "silu_mul", "rotary_write", "decode_pass",
+           "cuda_probe_kernels"]

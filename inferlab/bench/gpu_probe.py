@@ -28,72 +28,11 @@ import time
 import traceback
 
 import numpy as np
-from numba import cuda, float32, int32
+from numba import cuda
 
-from inferlab.kernels.cuda_types import LOAD
-
-_bf16 = LOAD["bfloat16"]
+from inferlab.kernels import cuda_probe_kernels
 
 STEPS = ("launch", "graph", "bf16_load")
-
-
-@cuda.jit
-def _add_one(x):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += 1.0
-
-
-@cuda.jit
-def _scale(x, y, a):
-    i = cuda.grid(1)
-    if i < x.size:
-        y[i] = a * x[i]
-
-
-@cuda.jit(device=True, inline=True)
-def _lo(w):
-    """The float32 of the bf16 in the low half of a 32-bit word."""
-    return cuda.libdevice.int_as_float(int32(w << 16))
-
-
-@cuda.jit(device=True, inline=True)
-def _hi(w):
-    """The float32 of the bf16 in the high half of a 32-bit word."""
-    return cuda.libdevice.int_as_float(int32(w & int32(-65536)))
-
-
-@cuda.jit
-def _sum16(x, out):
-    """One bf16 (an int16) per load: the decode kernel's loads today."""
-    t = cuda.grid(1)
-    acc = float32(0.0)
-    for i in range(t, x.size, cuda.gridsize(1)):
-        acc += _bf16(x[i])
-    out[t] = acc
-
-
-@cuda.jit
-def _sum32(x, out):
-    """Two bf16 per 32-bit load."""
-    t = cuda.grid(1)
-    acc = float32(0.0)
-    for i in range(t, x.size, cuda.gridsize(1)):
-        w = x[i]
-        acc += _lo(w) + _hi(w)
-    out[t] = acc
-
-
-@cuda.jit
-def _sum64(x, out):
-    """Four bf16 per 64-bit load."""
-    t = cuda.grid(1)
-    acc = float32(0.0)
-    for i in range(t, x.size, cuda.gridsize(1)):
-        w = x[i]
-        lo, hi = int32(w & 0xFFFFFFFF), int32(w >> 32)
-        acc += _lo(lo) + _hi(lo) + _lo(hi) + _hi(hi)
-    out[t] = acc
 
 
 class Recorder:
@@ -124,7 +63,7 @@ def _torch_cuda():
 
 def launch(n_calls: int, simulated: bool) -> dict:
     """Host microseconds per launch, three ways (see the module's docstring)."""
-    from inferlab.kernels.cuda_launch import Launch
+    k = cuda_probe_kernels()
     torch = _torch_cuda()
     n = 1024
     per = {}
@@ -142,19 +81,16 @@ def launch(n_calls: int, simulated: bool) -> dict:
     if torch is not None:
         x = torch.zeros(n, device="cuda")
 
-        def today():
-            lc = Launch(x)
-            _add_one[(n + 255) // 256, 256, lc.stream](lc.dev(x, inplace=True))
-        timed("today_us", today)
+        timed("today_us", lambda: k.launch_today(x))
         view = cuda.as_cuda_array(x, sync=False)
         stream = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
-        configured = _add_one[(n + 255) // 256, 256, stream]
+        configured = k.add_one_configured(n, stream)
         timed("prepared_us", lambda: configured(view))
         torch.cuda.synchronize()
         ok = bool((x == 2 * n_calls + 2).all().item())
     else:
         ok = None                                   # the simulator: numba arrays only
-    configured = _add_one[(n + 255) // 256, 256]
+    configured = k.add_one_configured(n)
     timed("numba_array_us", lambda: configured(d))
     return {**{k: round(v, 1) for k, v in per.items()}, "calls": n_calls,
             "torch_counts_ok": ok, "simulated": simulated}
@@ -166,18 +102,19 @@ def graph(simulated: bool) -> dict:
     torch = _torch_cuda()
     if simulated or torch is None:
         return {"skipped": "no CUDA graphs here (numba's CUDA simulator, or no torch CUDA)"}
+    scale = cuda_probe_kernels().scale
     n = 1 << 20
     x, y = torch.zeros(n, device="cuda"), torch.zeros(n, device="cuda")
     vx, vy = cuda.as_cuda_array(x, sync=False), cuda.as_cuda_array(y, sync=False)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):                   # warm up (compile) off the capture
-        _scale[n // 256, 256, cuda.external_stream(side.cuda_stream)](vx, vy, 3.0)
+        scale[n // 256, 256, cuda.external_stream(side.cuda_stream)](vx, vy, 3.0)
     torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         stream = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
-        _scale[n // 256, 256, stream](vx, vy, 3.0)
+        scale[n // 256, 256, stream](vx, vy, 3.0)
     errs = []
     for seed in (1, 2):
         x.copy_(torch.randn(n, device="cuda", generator=torch.Generator("cuda").manual_seed(seed)))
@@ -199,9 +136,8 @@ def bf16_load(kib: int, simulated: bool, peak_gbs: float | None) -> dict:
     vals = rng.standard_normal(n).astype(np.float32)
     bits = (vals.view(np.uint32) >> 16).astype(np.uint16).view(np.int16)   # truncated bf16
     d16 = cuda.to_device(bits)
-    views = {"16-bit loads (today)": (_sum16, d16),
-             "32-bit loads (2 per load)": (_sum32, d16.view(np.int32)),
-             "64-bit loads (4 per load)": (_sum64, d16.view(np.int64))}
+    views = {name: (kernel, d16.view(as_type))
+             for name, (kernel, as_type) in cuda_probe_kernels().BF16_SUMS.items()}
     threads, blocks = (64, 2) if simulated else (256, 4 * 132)
     out = cuda.device_array(threads * blocks, np.float32)
     rows, sums = {}, {}
@@ -237,9 +173,6 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", default=",".join(STEPS))
     args = ap.parse_args(argv)
     simulated = bool(os.environ.get("NUMBA_ENABLE_CUDASIM"))
-    if simulated:
-        from inferlab.kernels.cuda_launch import install_simulator_extras
-        install_simulator_extras()
     record, failed = Recorder(args.out), 0
     small = args.dry_run or simulated
     run = {"launch": lambda: launch(20 if small else 2000, simulated),
