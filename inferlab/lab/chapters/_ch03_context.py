@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import protocol
 from ..verdicts import FAILS, Verdict, direction, no_wall_run, x
+from ._ch09_decode_step import decode_steps
 
 CLEAR = 1.2          # the longest context's step this much slower: the growth is clear
 
@@ -28,24 +29,6 @@ def _prompt(n: int) -> list[int]:
     return np.random.default_rng(n).integers(3, 8000, size=n).tolist()
 
 
-def _decode(eng, ids: list[int], steps: int) -> dict:
-    """One request: the median wall time of its decode-only steps and the context they read."""
-    import inferlab as il
-    times, ctx = [], []
-
-    def seen(rec):
-        if rec.num_prefill_tokens == 0 and rec.num_decode_tokens == 1:
-            times.append(rec.wall_duration)
-            ctx.append(sum(c.start + c.num_tokens for c in rec.batch))
-    unsub = eng.subscribe(seen)
-    try:
-        eng.generate([ids], il.SamplingParams(max_tokens=steps + 1, ignore_eos=True),
-                     use_tqdm=False)
-    finally:
-        unsub()
-    return {"step_s": statistics.median(times), "context": statistics.mean(ctx)}
-
-
 def measure(smoke: bool, repeats: int, lengths: tuple[int, ...] | None = None) -> dict:
     """Each context length's decode step on the wall clock, interleaved ``repeats`` times
     (``lengths``: the falsification passes the same length twice)."""
@@ -55,7 +38,7 @@ def measure(smoke: bool, repeats: int, lengths: tuple[int, ...] | None = None) -
     eng = _kit.engine(None, enable_prefix_caching=True, num_blocks=None,
                       max_model_len=max(lengths) + steps + 16)
     _kit.warm_up(eng)
-    arms = {f"{i}: {n} tokens": (lambda n=n: _decode(eng, _prompt(n), steps))
+    arms = {f"{i}: {n} tokens": (lambda n=n: decode_steps(eng, 1, steps, [_prompt(n)]))
             for i, n in enumerate(lengths)}
     res = protocol.compare(arms, repeats)
     w = eng.loaded.weights.linear_bytes

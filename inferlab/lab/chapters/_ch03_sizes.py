@@ -10,10 +10,9 @@ in half of the memory this machine (or container) has left is not run, and says 
 """
 from __future__ import annotations
 
-import statistics
-
 from .. import protocol
 from ..verdicts import FAILS, UNMEASURABLE, Verdict, direction, no_wall_run, x
+from ._ch03_steps import one_request
 
 PROMPT, OUTPUT = 128, 16
 REAL = "smollm2-135m"        # measured with its real weights (the default model)
@@ -29,13 +28,6 @@ def _fits(shape: str) -> tuple[bool, float]:
     from inferlab.model.resources import available_memory
     need = weight_bytes(model_shape(shape), 4)
     return need <= available_memory() / 2, need
-
-
-def _one(eng, ids: list[int]) -> dict:
-    import inferlab as il
-    m = eng.generate([ids], il.SamplingParams(max_tokens=OUTPUT, ignore_eos=True),
-                     use_tqdm=False)[0].metrics
-    return {"ttft": m.ttft, "tpot": statistics.median(m.itl)}
 
 
 def measure(smoke: bool, repeats: int, names: tuple[str, ...] | None = None) -> dict:
@@ -57,7 +49,7 @@ def measure(smoke: bool, repeats: int, names: tuple[str, ...] | None = None) -> 
     ids = list(range(100, 100 + PROMPT))
     rows, meta = [], {}
     if len(engines) >= 2:
-        res = protocol.compare({a: (lambda e=e: _one(e, ids)) for a, (_, e) in engines.items()},
+        res = protocol.compare({a: (lambda e=e: one_request(e, ids, OUTPUT)) for a, (_, e) in engines.items()},
                                repeats)
         meta = res.meta()
         for arm, (name, eng) in engines.items():

@@ -19,6 +19,15 @@ def _prompts(lengths, seed: int) -> list[list[int]]:
     return [rng.integers(3, 49152, size=n).tolist() for n in lengths]
 
 
+def one_request(eng, ids, max_tokens) -> dict:
+    """One request alone: its TTFT and its median inter-token latency (time per output
+    token), on the engine's clock."""
+    import inferlab as il
+    m = eng.generate([ids], il.SamplingParams(max_tokens=max_tokens, ignore_eos=True),
+                     use_tqdm=False)[0].metrics
+    return {"input_tokens": len(ids), "ttft": m.ttft, "tpot": float(np.median(m.itl))}
+
+
 def step_times(eng, lengths, repeats: int, threads=(None, 1), seed: int = 1):
     """Wall time of the single prefill step of a prompt of each length (the forward pass and
     the first token's sampling, as the engine's step record reports it; prefix caching must

@@ -25,9 +25,10 @@ def batches(smoke: bool) -> tuple[int, ...]:
     return (1, 32) if smoke else (1, 64)
 
 
-def _decode_steps(eng, batch: int, steps: int) -> dict:
+def decode_steps(eng, batch: int, steps: int, prompts: list | None = None) -> dict:
     """``batch`` sequences decoding together for ``steps`` steps: the median wall time of the
-    steps that decode all of them (no prefill in the step), and the mean context read."""
+    steps that decode all of them (no prefill in the step), and the mean context read.
+    ``prompts``: the ``batch`` prompts (default: ``PROMPT_LEN`` tokens each)."""
     import inferlab as il
     times, contexts = [], []
 
@@ -37,7 +38,8 @@ def _decode_steps(eng, batch: int, steps: int) -> dict:
             contexts.append(sum(c.start + c.num_tokens for c in rec.batch) / batch)
     unsub = eng.subscribe(seen)
     try:
-        prompts = [[(7 * i + j) % 1000 + 10 for j in range(PROMPT_LEN)] for i in range(batch)]
+        prompts = prompts or [[(7 * i + j) % 1000 + 10 for j in range(PROMPT_LEN)]
+                              for i in range(batch)]
         eng.generate(prompts, il.SamplingParams(max_tokens=steps + 1, ignore_eos=True),
                      use_tqdm=False)
     finally:
@@ -58,7 +60,7 @@ def measure(machine: dict, smoke: bool, repeats: int, model: str | None = None,
     eng = _kit.engine(model, max_num_seqs=max(sizes), enable_prefix_caching=False,
                       max_num_batched_tokens=max(2048, max(sizes) * PROMPT_LEN))
     _kit.warm_up(eng)
-    res = protocol.compare({f"batch {b}": (lambda b=b: _decode_steps(eng, b, steps))
+    res = protocol.compare({f"batch {b}": (lambda b=b: decode_steps(eng, b, steps))
                             for b in sizes}, repeats)
     w = eng.loaded.weights
     weight_bytes = w.linear_bytes                  # every linear weight, lm_head included

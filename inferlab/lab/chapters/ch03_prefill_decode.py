@@ -14,7 +14,8 @@ from .. import measure_cache, palette, protocol
 from ..verdicts import (AFTER, ENTER, FAILS, HOLDS, HOLDS_SMALLER, UNMEASURABLE, Claim, Verdict,
                        clock_note, direction, ms, wall_warning, worst, x)
 from . import _ch03_context, _ch03_sizes, _kit
-from ._ch03_steps import fit_figure, fit_steps, fit_text, step_fit   # noqa: F401 (the API)
+from ._ch03_steps import (fit_figure, fit_steps, fit_text, one_request,  # noqa: F401 (API)
+                          step_fit)
 
 TITLE = "Prefill vs decode: TTFT grows with the input, per-token latency stays flat"
 CLAIM = ("Prefill is compute-bound and its time (TTFT) scales with input length; decode is "
@@ -37,23 +38,16 @@ def _prompts(lengths, seed=0) -> list[list[int]]:
     return [rng.integers(3, 49152, size=n).tolist() for n in lengths]
 
 
-def _one(eng, ids, max_tokens) -> dict:
-    import inferlab as il
-    m = eng.generate([ids], il.SamplingParams(max_tokens=max_tokens, ignore_eos=True),
-                     use_tqdm=False)[0].metrics
-    return {"input_tokens": len(ids), "ttft": m.ttft, "tpot": float(np.median(m.itl))}
-
-
 def sweep(eng, lengths, max_tokens, seed=0) -> list[dict]:
     """One request at a time (nothing shares its steps), prompt of each length."""
-    return [_one(eng, ids, max_tokens) for ids in _prompts(lengths, seed)]
+    return [one_request(eng, ids, max_tokens) for ids in _prompts(lengths, seed)]
 
 
 def wall_sweep(eng, lengths, max_tokens, repeats: int, seed=0) -> tuple[list[dict], dict]:
     """The sweep on the wall clock, lengths interleaved (L1 L2 L3 L1 L2 L3 ...): each row
     holds the median TTFT and time per output token, with their ranges (``*_lo``, ``*_hi``)."""
     prompts = _prompts(lengths, seed)
-    res = protocol.compare({str(len(ids)): (lambda ids=ids: _one(eng, ids, max_tokens))
+    res = protocol.compare({str(len(ids)): (lambda ids=ids: one_request(eng, ids, max_tokens))
                             for ids in prompts}, repeats)
     rows = []
     for n, reps in res.runs.items():
