@@ -52,36 +52,27 @@ def _pair(w):
             + cuda.libdevice.int_as_float(int32(w & int32(-65536))))
 
 
-@cuda.jit
-def _sum16(x, out):
-    t = cuda.grid(1)
-    acc = float32(0.0)
-    for i in range(t, x.size, cuda.gridsize(1)):
-        acc += _bf16(x[i])
-    out[t] = acc
+@cuda.jit(device=True, inline=True)
+def _quad(w):
+    """The sum of the four bf16 in a 64-bit word as float32."""
+    return _pair(int32(w & 0xFFFFFFFF)) + _pair(int32(w >> 32))
 
 
-@cuda.jit
-def _sum32(x, out):
-    t = cuda.grid(1)
-    acc = float32(0.0)
-    for i in range(t, x.size, cuda.gridsize(1)):
-        acc += _pair(x[i])
-    out[t] = acc
-
-
-@cuda.jit
-def _sum64(x, out):
-    t = cuda.grid(1)
-    acc = float32(0.0)
-    for i in range(t, x.size, cuda.gridsize(1)):
-        w = x[i]
-        acc += _pair(int32(w & 0xFFFFFFFF)) + _pair(int32(w >> 32))
-    out[t] = acc
+def _summing(element):
+    """A kernel summing ``element(x[i])`` over a grid-stride loop: out[t] gets thread t's
+    partial sum (``element``: the float32 value of one load)."""
+    @cuda.jit
+    def kernel(x, out):
+        t = cuda.grid(1)
+        acc = float32(0.0)
+        for i in range(t, x.size, cuda.gridsize(1)):
+            acc += element(x[i])
+        out[t] = acc
+    return kernel
 
 
 # each load width: (kernel, the element type the bf16 bits are read as); out[t] gets thread
 # t's partial sum of the whole array
-BF16_SUMS = {"16-bit loads (today)": (_sum16, np.int16),
-             "32-bit loads (2 per load)": (_sum32, np.int32),
-             "64-bit loads (4 per load)": (_sum64, np.int64)}
+BF16_SUMS = {"16-bit loads (today)": (_summing(_bf16), np.int16),
+             "32-bit loads (2 per load)": (_summing(_pair), np.int32),
+             "64-bit loads (4 per load)": (_summing(_quad), np.int64)}
