@@ -71,7 +71,9 @@ def measure(run, smoke: bool, repeats: int, chunking: tuple[bool, bool] = (False
 def judge(f: dict | None) -> Verdict:
     """The questions' median TTFT must differ clearly (1.5x, the two ranges apart) while the
     median time to their whole answers stays close (within 1.25x holds, 1.5x smaller): both
-    numbers judged, on this machine's wall clock."""
+    numbers judged, on this machine's wall clock. A first token that moves no more than what
+    counts as "close" for the whole answer has not moved "a lot": below 1.25x it does not
+    hold, whatever the ranges say (two runs of one setting differ by up to ~12% here)."""
     if not f:
         return no_wall_run("the first token against the whole answer is judged on this "
                            "machine's wall clock only")
@@ -81,14 +83,15 @@ def judge(f: dict | None) -> Verdict:
     sooner = tu.median / tc.median
     apart = tu.lo > tc.hi
     whole = max(eu.median, ec.median) / min(eu.median, ec.median)
-    v_first = direction(sooner) if apart else FAILS
+    v_first = direction(sooner, no_effect=E2E_CLOSE) if apart else FAILS
     v_whole = HOLDS if whole <= E2E_CLOSE else HOLDS_SMALLER if whole <= E2E_NEAR else FAILS
     return Verdict(worst(v_first, v_whole),
                    f"{s['questions']} short questions arriving just after a {s['long_len']:,}-"
                    f"token prompt, the same traffic under two engine settings: first token "
                    f"{tu.ms(0)} unchunked vs {tc.ms(0)} with chunked prefill (slices of "
                    f"{s['slice']} tokens; {x(sooner)} sooner"
-                   f"{'' if apart else ', the ranges overlap'}), the whole {s['answer_tokens']}"
+                   f"{'' if apart else ', the ranges overlap'}"
+                   f"{', no more than close' if apart and sooner < E2E_CLOSE else ''}), the whole {s['answer_tokens']}"
                    f"-token answer {eu.ms(0)} vs {ec.ms(0)} ({x(whole)} apart; close is within "
                    f"{E2E_CLOSE}x); this machine's wall clock ({f['model']}, medians of "
                    f"{f['repeats']} interleaved runs)",
