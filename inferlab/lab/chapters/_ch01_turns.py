@@ -8,7 +8,7 @@ interleaved A B A B, medians with their range) at turns spread over the 20.
 from __future__ import annotations
 
 from .. import palette
-from ..verdicts import Verdict, direction, ms, no_wall_run, x
+from ..verdicts import Verdict, on_wall, ms, no_wall_run, x
 
 ARMS = {"uncached · wall": ("prefix caching off", palette.SERIES["baseline"], "bottom right"),
         "cached · wall": ("prefix caching on", palette.CACHE["cached"], "top right")}
@@ -25,7 +25,7 @@ def judge_later_turns(d: dict) -> Verdict:
     a, b = off[0], off[-1]
     grow = b["ttft"] / a["ttft"]
     w = d["wall"]
-    return Verdict(direction(grow, clear=1.5),
+    return Verdict(on_wall(grow, clear=1.5),
                    f"on this machine's wall clock ({d['model']}, medians of {w['repeats']} "
                    f"interleaved repeats) without a prefix cache turn {a['turn']} "
                    f"({a['computed_tokens']} prompt tokens computed) starts after "

@@ -15,7 +15,7 @@ import statistics
 import numpy as np
 
 from .. import protocol
-from ..verdicts import FAILS, Verdict, direction, no_wall_run, x
+from ..verdicts import FAILS, Verdict, on_wall, no_wall_run, x
 from ._ch09_decode_step import decode_steps
 
 CLEAR = 1.2          # the longest context's step this much slower: the growth is clear
@@ -66,7 +66,7 @@ def judge(c: dict | None) -> Verdict:
     steps = "; ".join(f"after {r['prompt']:,} tokens {protocol.Spread(**r['step']).ms(1)}, "
                       f"reading {r['bytes'] / 1e6:.0f} MB ({r['kv_bytes'] / 1e6:.1f} MB of K/V)"
                       for r in c["rows"])
-    return Verdict(direction(grow, clear=CLEAR) if apart else FAILS,
+    return Verdict(on_wall(grow, clear=CLEAR) if apart else FAILS,
                    f"one request decoding on {c['model']}, the time of a decode step: {steps}; "
                    f"{x(grow)} slower at the longest context"
                    f"{'' if apart else ' (the ranges overlap)'}, while the bytes read grow "

@@ -11,7 +11,7 @@ in half of the memory this machine (or container) has left is not run, and says 
 from __future__ import annotations
 
 from .. import protocol
-from ..verdicts import FAILS, UNMEASURABLE, Verdict, direction, no_wall_run, x
+from ..verdicts import FAILS, UNMEASURABLE, Verdict, on_wall, no_wall_run, x
 from ._ch03_steps import one_request
 
 PROMPT, OUTPUT = 128, 16
@@ -83,7 +83,7 @@ def judge(s: dict | None) -> Verdict:
                      for r in s["rows"])
     skipped = "".join(f"; {k} not run ({v / 1e9:.1f} GB of fp32 weights, more than half the "
                       "memory left)" for k, v in s["skipped"].items())
-    return Verdict(direction(min(first, per)) if apart else FAILS,
+    return Verdict(on_wall(min(first, per)) if apart else FAILS,
                    f"the same {s['prompt']}-token prompt, {s['output']} tokens out: {each}; "
                    f"the largest {x(first)} later to the first token and {x(per)} slower per "
                    f"token{'' if apart else ' (the ranges overlap)'}, for "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import palette, protocol
-from ..verdicts import FAILS, Verdict, clock_note, direction, ms, no_wall_run, worst, x
+from ..verdicts import FAILS, Verdict, clock_note, direction, on_wall, ms, no_wall_run, worst, x
 from . import _kit
 
 NETWORK_RTTS = (0.0, 0.05, 0.15)          # seconds: same city, across a continent, intercontinental
@@ -215,7 +215,7 @@ def judge_decode_length(d: dict) -> Verdict:
     wa, wb = dw["rows"][0], dw["rows"][-1]
     one_each = all(r["steps"] == r["output_tokens"] == r["max_tokens"] for r in rows)
     r, rw = b["steps"] / a["steps"], wb["e2e"] / wa["e2e"]
-    v = worst(direction(r, clear=2), direction(rw, clear=2)) if one_each else FAILS
+    v = worst(direction(r, clear=2), on_wall(rw, clear=2)) if one_each else FAILS
     n = (b["max_tokens"] - 1) / max(a["max_tokens"] - 1, 1)
     reason = (f"answers of {wa['max_tokens']} -> {wb['max_tokens']} tokens took "
               f"{ms(wa['e2e'], 0)} -> {ms(wb['e2e'], 0)} ({x(rw)}) on this machine's wall clock "
@@ -248,7 +248,7 @@ def judge_kv_tradeoff(d: dict) -> Verdict:
     same = s["same_tokens"] == s["answer"] and kw["same_tokens"] == kw["answer"]
     mem = {r["model"]: r for r in d["kv"]["memory"]}
     smol, l8 = mem["smollm2-135m"], mem["llama-3-8b"]
-    v = worst(direction(rt, clear=2), direction(two / tw, clear=1.2)) if same else FAILS
+    v = worst(direction(rt, clear=2), on_wall(two / tw, clear=1.2)) if same else FAILS
     return Verdict(v, f"a {kw['answer']}-token answer to a {kw['prompt']}-token prompt took "
                    f"{protocol.Spread(**kw['with']).ms(0)} with the KV cache and "
                    f"{protocol.Spread(**kw['without']).ms(0)} without it ({x(two / tw)}) on "

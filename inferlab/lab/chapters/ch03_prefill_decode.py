@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import measure_cache, palette, protocol
 from ..verdicts import (AFTER, ENTER, FAILS, HOLDS, HOLDS_SMALLER, UNMEASURABLE, Claim, Verdict,
-                       clock_note, direction, ms, wall_warning, worst, x)
+                       clock_note, on_wall, ms, wall_warning, worst, x)
 from . import _ch03_context, _ch03_sizes, _kit
 from ._ch03_steps import (fit_figure, fit_steps, fit_text, one_request,  # noqa: F401 (API)
                           step_fit)
@@ -206,7 +206,7 @@ def judge_prefill_decode(d: dict) -> Verdict:
                        "simulated sweep is a projection", clock=d["clock_sim"])
     grow, flat, n, text = _sweep_text(d["runs"]["wall"])
     v_flat = HOLDS if flat < 1.25 else HOLDS_SMALLER if flat < 2 else FAILS
-    v = worst(direction(grow, clear=2), v_flat)
+    v = worst(on_wall(grow, clear=2), v_flat)
     _, _, _, sim_text = _sweep_text(d["runs"]["sim"])
     reason = (f"on this machine's wall clock ({d['model_wall']}, medians over "
               f"{d['wall']['repeats']} interleaved repeats): {text}; projection "

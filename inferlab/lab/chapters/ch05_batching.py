@@ -11,7 +11,7 @@ import statistics
 
 from .. import measure_cache, palette, protocol
 from ..verdicts import (ANYSCALE, ENTER, FAILS, ORCA, UNMEASURABLE, Claim, Verdict,
-                       against_published, clock_note, direction, ideal_batching_gain, ms,
+                       against_published, clock_note, on_wall, ideal_batching_gain, ms,
                        wall_warning, x)
 from . import _kit
 
@@ -261,7 +261,7 @@ def judge_response_time(d: dict) -> Verdict:
     w = d["runs"]["wall"]
     c, s = w["continuous"], w["static"]
     r = s["e2e_median"] / c["e2e_median"]
-    v = direction(r, clear=1.2)
+    v = on_wall(r, clear=1.2)
     sim = d["runs"]["sim"]
     return Verdict(v, f"median time to a finished answer {ms(c['e2e_median'], 0)} continuous "
                    f"vs {ms(s['e2e_median'], 0)} static ({x(r)} lower), p90 "

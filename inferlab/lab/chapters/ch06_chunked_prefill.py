@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from .. import measure_cache, palette
 from . import _ch06_feel
-from ..verdicts import (AFTER, ENTER, FAILS, SARATHI, Claim, Verdict, clock_note, direction, ms,
+from ..verdicts import (AFTER, ENTER, FAILS, SARATHI, Claim, Verdict, clock_note, on_wall, ms,
                         no_wall_run, x)
 
 TITLE = "Chunked prefill and in-flight batching"
@@ -211,7 +211,7 @@ def judge_chunked(d: dict) -> Verdict:
     apart = pu.lo > pc.hi
     r = pu.median / pc.median
     lu, lc = (protocol.Spread(**w["long_ttft"][a]) for a in ARMS)
-    return Verdict(direction(r) if apart else FAILS,
+    return Verdict(on_wall(r) if apart else FAILS,
                    f"p99 inter-token latency of {s['streams']} streams while {s['long_prompts']} "
                    f"prompts of {s['long_len']} tokens arrive: {pu.ms(0)} unchunked vs "
                    f"{pc.ms(0)} chunked (chunk {s['chunk']}; {x(r)} lower"

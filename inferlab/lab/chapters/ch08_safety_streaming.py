@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from .. import measure_cache, palette, protocol
 from ..verdicts import (ENTER, FAILS, HOLDS, HOLDS_SMALLER, ILLUSTRATION, LABS_OWN, Claim,
-                        Verdict, clock_note, direction, ms, no_wall_run, pct, wall_warning, worst, x)
+                        Verdict, clock_note, direction, ms, no_wall_run, on_wall, pct, wall_warning,
+                        worst, x)
 
 TITLE = "Safety classifiers and streaming"
 CLAIM = ("Input and output safety classifiers are extra model calls: the input check adds its "
@@ -279,7 +280,7 @@ def judge_input_check(d: dict) -> Verdict:
     ft = {k: protocol.Spread(**v) for k, v in d["wall_first_token"].items()}
     on, off = ft["checked"], ft["unchecked"]
     apart = on.lo > off.hi
-    v = direction(on.median / off.median, clear=1.25) if apart else FAILS
+    v = on_wall(on.median / off.median, clear=1.25) if apart else FAILS
     w = d["wall"]
     return Verdict(v, f"the same message streamed by the same engine: first token after "
                    f"{on.ms(0)} with the input check, {off.ms(0)} without it "

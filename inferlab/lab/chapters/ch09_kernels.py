@@ -19,7 +19,7 @@ import statistics
 from .. import measure_cache, palette, protocol
 from . import _ch09_decode_step as decode_step
 from ..verdicts import (AFTER, FAILS, HOLDS, HOLDS_SMALLER, LABS_OWN, MQA, PAGED, UNMEASURABLE,
-                       Claim, Verdict, clock_note, direction, wall_warning, worst, x)
+                       Claim, Verdict, clock_note, on_wall, wall_warning, worst, x)
 
 TITLE = "The decode attention kernel: reference vs numba"
 CLAIM = ("Decode attention is memory-bound: a kernel that reads the paged K/V once, in place, "
@@ -297,7 +297,7 @@ def judge_kernel(d: dict) -> Verdict:
     sp = [r["speedup"] for r in rows]
     med, wins, warning = statistics.median(sp), sum(s > 1 for s in sp), wall_warning(d)
     every = HOLDS if wins == len(sp) else HOLDS_SMALLER if 2 * wins > len(sp) else FAILS
-    v = worst(direction(med, clear=1.2), every)
+    v = worst(on_wall(med, clear=1.2), every)
     slower = ", ".join(f"{r['batch']}x{r['context']} {x(r['speedup'])}" for r in rows
                        if r["speedup"] <= 1)
     if warning and 0.8 < med < 1.25:        # a busy machine's noise is as big as the effect
