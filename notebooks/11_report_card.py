@@ -17,7 +17,9 @@
 # # 11. Report card: every claim, measured and judged
 #
 # Each chapter tests a claim from the articles this lab grew from. Here every claim is
-# measured again, with its chapter's own measurement, and each says what it **rests on**:
+# judged on its chapter's recorded full run (docs/results/chapters, written once by
+# `inferlab record`: the numbers the chapters' notebooks, the figures and README show), and
+# each says what it **rests on**:
 #
 # * **measured**: the real model (SmolLM2) on this machine: token, block and step counts, or
 #   the wall clock in interleaved repeats (A B A B) with a busy-machine check;
@@ -33,24 +35,25 @@
 # * **does not hold here**: no effect, or the reverse;
 # * **not measurable here**: this machine cannot measure it (say, several GPUs).
 #
-# The same table comes out of `inferlab claims` (`--smoke` for the small workloads). In smoke
-# mode this notebook is a quick look: it measures the claims of four chapters, one of each
-# kind among them (`inferlab claims --smoke` measures all of them); a full run measures every
-# claim.
+# The same table comes out of `inferlab claims` (`--measure` measures every chapter again,
+# `--smoke` the small workloads). In smoke mode this notebook is a quick look that measures
+# the claims of four chapters, one of each kind among them, at smoke sizes and says so; a
+# full run reads every chapter's record and measures nothing.
 
 # %%
-from inferlab.lab import claims, report
+from inferlab.lab import claims, records, report
 from inferlab.lab.chapters import smoke
 from inferlab.lab.chapters._display import show
 
 SMOKE = smoke()   # INFERLAB_SMOKE=1 shrinks every workload (CI, quick look)
 ONLY = ("ch01", "ch02", "ch04", "ch10") if SMOKE else None    # smoke: four chapters' claims
-print("smoke mode" if SMOKE else "full run", "|", len(claims.CLAIMS), "claims from",
+print("smoke mode: measured now, small sizes" if SMOKE else "the recorded full runs", "|",
+      len(claims.CLAIMS), "claims from",
       len({c.chapter for c in claims.CLAIMS}), "chapters",
       f"| measured here: the claims of {', '.join(ONLY)}" if ONLY else "")
 
 # %%
-results = claims.run_all(smoke=SMOKE, only=ONLY, progress=print)
+results = claims.run_all(smoke=SMOKE, only=ONLY, progress=print, recorded=not SMOKE)
 
 # %% [markdown]
 # ## The table
@@ -100,7 +103,7 @@ print({v: n for v, n in report.counts(results).items()})
 
 # %% [markdown]
 # A full run also writes the result file that README's report card is rendered from
-# (`inferlab results render`): the numbers with the command, date, CPU and load.
+# (`inferlab results render`): the records' verdicts, with the command, date, CPU and load.
 
 # %%
 if not SMOKE:
@@ -108,5 +111,6 @@ if not SMOKE:
     root = pathlib.Path.cwd().parent if pathlib.Path.cwd().name == "notebooks" else pathlib.Path.cwd()
     if (root / "docs" / "results").is_dir():
         report.write_result_file(results, root / "docs" / "results" / "claims.json",
-                                 "make notebooks NB=11_report_card SMOKE=0", SMOKE)
+                                 "inferlab claims (from docs/results/chapters)", SMOKE,
+                                 meta=records.meta_of_all("inferlab claims (the records)"))
         print("wrote docs/results/claims.json")

@@ -26,3 +26,24 @@ def test_build_all_writes_each_format(tmp_path):
     names = sorted(p.rsplit("/", 1)[-1] for p in paths)
     assert names == ["ch01_prompt_anatomy" + e for e in (".json", ".pdf", ".png", ".svg")]
     assert all((tmp_path / n).stat().st_size > 1000 for n in names)
+
+
+def test_figures_draw_from_the_record_without_measuring(tmp_path, monkeypatch):
+    """`inferlab figures --id ch05 --theme dark`: chapter 5's figure from its committed record,
+    no engine started (measure() would raise), in each format; the same figure as the record's
+    measurement drawn by the chapter."""
+    from inferlab.cli import main
+    from inferlab.lab import records
+    from inferlab.lab.chapters import ch05_batching as ch
+
+    def no_measuring(*a, **k):
+        raise AssertionError("figures measured instead of reading the record")
+    monkeypatch.setattr(ch, "measure", no_measuring)
+    assert main(["figures", "--id", "ch05", "--theme", "dark", "--out", str(tmp_path)]) == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["ch05_batching" + e for e in (".json", ".pdf", ".png", ".svg")]
+    drawn = json.loads((tmp_path / "ch05_batching.json").read_text())
+    want = ch.figure(records.load("ch05")["data"])
+    want.update_layout(template="inferlab_dark")
+    assert drawn == json.loads(figures_book.figure_json(want))
+    assert drawn["layout"]["template"]["layout"]["paper_bgcolor"] == "#111111"

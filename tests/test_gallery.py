@@ -21,3 +21,15 @@ def test_gallery_draws_every_view_and_chapter(tmp_path):
         png = (tmp_path / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, name
     assert "## Views" in text and "## Chapter figures" in text
+
+
+@pytest.mark.skipif(not (gallery.REPO_GALLERY / gallery.FINGERPRINTS).exists(),
+                    reason="the committed gallery has no fingerprints yet")
+def test_the_committed_gallery_is_what_the_records_draw():
+    """Every picture in docs/gallery, drawn again from the committed records without
+    measuring, is the same figure (data and layout) as the one committed."""
+    import json
+    want = json.loads((gallery.REPO_GALLERY / gallery.FINGERPRINTS).read_text())
+    got = {stem: gallery.fingerprint(fig) for stem, _, fig in
+           gallery.view_figures() + gallery.chapter_figures()}
+    assert got == want

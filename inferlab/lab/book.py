@@ -1,9 +1,11 @@
-"""Every chapter's figure, regenerated for writers: ``inferlab figures --out DIR [--smoke]``.
+"""Every chapter's figure, for writers: ``inferlab figures --out DIR [--measure] [--smoke]``.
 
-Each chapter module in ``inferlab.lab.chapters`` is measured and drawn, and its figure written as
-SVG, PNG and PDF, plus the figure's JSON (what two runs are compared on). Runs are seeded,
-and chapters that accept ``deterministic=True`` leave out their wall-clock measurements,
-so a busy machine cannot change the picture: two runs give the same figure data.
+Each chapter's figure is drawn from its recorded run (``inferlab.lab.records``:
+docs/results/chapters, written once by the chapter's full run), in seconds and without
+measuring: the same numbers as the report card, the chapter's notebook and README. Written
+as SVG, PNG and PDF, plus the figure's JSON (what two drawings are compared on).
+``measure=True`` measures the chapter again instead (seeded; ``smoke=True``: the small sizes,
+and the figure's title says "smoke run"); nothing measured is written to the records.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import os
 import pkgutil
 
 from .chapters import _kit
+from .chapters._display import SMOKE_MARK      # a smoke figure says so, as in the notebooks
 
 
 def chapter_modules() -> list[str]:
@@ -23,14 +26,28 @@ def chapter_modules() -> list[str]:
                   if m.name.startswith("ch") and m.name[2:4].isdigit())
 
 
-def chapter_figure(name: str, smoke: bool = False):
-    """Measure chapter ``name`` and return its plotly figure (seeded, deterministic if it can)."""
+def chapter_figure(name: str, smoke: bool = False, measure: bool | None = None, theme=None):
+    """Chapter ``name``'s plotly figure: from its record, or (``measure``, implied by
+    ``smoke``) from a new seeded measurement, deterministic where the chapter can be."""
+    from . import records
     mod = importlib.import_module(f"inferlab.lab.chapters.{name}")
-    _kit.seed_everything(0)
-    kw = {"smoke": smoke}
-    if "deterministic" in inspect.signature(mod.measure).parameters:
-        kw["deterministic"] = True
-    return mod.figure(mod.measure(**kw))
+    if measure is None:
+        measure = smoke
+    if not measure:
+        fig = mod.figure(records.load(name)["data"])
+    else:
+        _kit.seed_everything(0)
+        kw = {"smoke": smoke}
+        if "deterministic" in inspect.signature(mod.measure).parameters:
+            kw["deterministic"] = True
+        fig = mod.figure(mod.measure(**kw))
+        if smoke:
+            fig.update_layout(title_text=(fig.layout.title.text or name) + SMOKE_MARK)
+    if theme not in (None, "light", "dark"):
+        raise ValueError(f"theme must be light or dark, got {theme!r}")
+    if theme == "dark":      # the dark template's page, text and grid (figures.py)
+        fig.update_layout(template="inferlab_dark")
+    return fig
 
 
 def figure_json(fig) -> str:
@@ -38,8 +55,10 @@ def figure_json(fig) -> str:
     return json.dumps(json.loads(fig.to_json()), sort_keys=True)
 
 
-def build_all(out_dir, smoke: bool = False, only=None, formats=(".svg", ".png", ".pdf")) -> list:
-    """Write every chapter's figure under ``out_dir``; returns the paths written."""
+def build_all(out_dir, smoke: bool = False, only=None, formats=(".svg", ".png", ".pdf"),
+              measure: bool | None = None, theme=None) -> list:
+    """Write every chapter's figure under ``out_dir`` (``only``: chapters, "ch05" or names);
+    returns the paths written."""
     from tqdm.auto import tqdm
 
     from .figures import save
@@ -48,7 +67,7 @@ def build_all(out_dir, smoke: bool = False, only=None, formats=(".svg", ".png", 
     written = []
     for name in (bar := tqdm(names, desc="figures", unit="chapter")):
         bar.set_postfix_str(name)
-        fig = chapter_figure(name, smoke=smoke)
+        fig = chapter_figure(name, smoke=smoke, measure=measure, theme=theme)
         base = os.path.join(out_dir, name)
         with open(base + ".json", "w", encoding="utf-8") as f:
             f.write(figure_json(fig))

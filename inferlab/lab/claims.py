@@ -61,18 +61,21 @@ def print_verdicts(chapter, data: dict, width: int = 100) -> None:
         print()
 
 
-def run_all(smoke: bool = False, only=None, progress: Callable[[str], None] | None = None
-            ) -> list[tuple[Claim, dict, Verdict]]:
+def run_all(smoke: bool = False, only=None, progress: Callable[[str], None] | None = None,
+            recorded: bool = False) -> list[tuple[Claim, dict, Verdict]]:
     """Measure and judge every claim (each chapter measured once for all its claims).
-    ``only``: claim ids or chapter prefixes ("ch05") to keep."""
+    ``only``: claim ids or chapter prefixes ("ch05") to keep. ``recorded``: measure nothing,
+    judge each chapter's recorded run (``records``: what its full run measured)."""
+    from . import records
     keep = [c for c in CLAIMS if not only or c.id in only or c.chapter[:4] in only]
     measured: dict = {}
     out = []
     for claim in keep:
         if claim.measure not in measured:
             if progress:
-                progress(f"measuring {claim.chapter} ...")
-            measured[claim.measure] = claim.measure(smoke)
+                progress(f"{'reading' if recorded else 'measuring'} {claim.chapter} ...")
+            measured[claim.measure] = records.load(claim.chapter)["claims"] if recorded \
+                else claim.measure(smoke)
         data = measured[claim.measure]
         out.append((claim, data, claim.assess(data)))
     return out

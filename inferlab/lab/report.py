@@ -55,21 +55,23 @@ def verdict_from_record(rec: dict):
                    rec.get("warning"), rec.get("chart", "bars"), rec.get("axis", "linear"))
 
 
-def as_result_file(results, command: str, smoke: bool) -> dict:
+def as_result_file(results, command: str, smoke: bool, meta: dict | None = None) -> dict:
     """The report card as a result file (docs/results/claims.json): every claim with the
-    command, date, CPU and load of the run that measured it."""
+    command, date, CPU and load of the run that measured it (``meta``: the records', when
+    judged on them)."""
     from .protocol import result_meta
-    return {**result_meta(command), "smoke": smoke, "rests_on": kind_counts(results),
+    return {**(meta or result_meta(command)), "smoke": smoke, "rests_on": kind_counts(results),
             "verdicts": counts(results), "claims": as_records(results)}
 
 
-def write_result_file(results, path: str, command: str, smoke: bool) -> str:
+def write_result_file(results, path: str, command: str, smoke: bool,
+                      meta: dict | None = None) -> str:
     import json
     import os
     path = os.path.abspath(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(as_result_file(results, command, smoke), f, indent=1)
+        json.dump(as_result_file(results, command, smoke, meta), f, indent=1)
         f.write("\n")
     return path
 

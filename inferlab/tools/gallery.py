@@ -1,70 +1,128 @@
 """The gallery: every view's picture and every chapter's figure on one page, for review.
 
-    inferlab gallery [--out docs/gallery] [--smoke]
+    inferlab gallery [--out docs/gallery] [--measure | --smoke]
 
-A contact sheet a reviewer (or a writer choosing a figure) can scan: the five views drawn from
-one real run of SmolLM2-135M-Instruct (eight chat requests, at most four running, the wall
-clock; the KV map in both layouts; static against continuous batching), then each chapter's
-figure as ``inferlab figures`` draws it. Each picture is the view's own ``figure()`` or the
+A contact sheet a reviewer (or a writer choosing a figure) can scan, drawn from the recorded
+runs (docs/results/chapters: ``inferlab record`` writes them; ``--measure`` runs again): the
+five views replayed from the traces of real runs of SmolLM2-135M-Instruct (eight chat
+requests, at most four running, the wall clock; the KV map in both layouts; static against
+continuous batching), then each chapter's figure as ``inferlab figures`` draws it. Each picture is the view's own ``figure()`` or the
 chapter's ``figure()``: the same plotly figure JupyterLab shows live and the exports write.
 Writes one PNG per picture (device scale 2) and ``README.md`` (GitHub renders it as the page).
 """
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import pathlib
 
 from .showcase import QUESTIONS      # the README screenshots' eight chat requests
 
 
-def view_figures(smoke: bool = False) -> list[tuple[str, str, object]]:
-    """(file stem, caption, figure) for each view, from real runs of SmolLM2."""
+VIEWS = "views"          # the views' record: docs/results/chapters/views.json.gz
+REPO_GALLERY = pathlib.Path(__file__).resolve().parents[2] / "docs" / "gallery"
+
+
+def _view_traces(smoke: bool) -> dict:
+    """The views' runs of SmolLM2, as trace files' JSON values: the chat requests in each KV
+    layout (token stream, timeline and KV map read the paged one), then static against
+    continuous batching on one synthetic workload."""
     import inferlab as il
+    from inferlab.observe.trace import Trace
     from inferlab.sim import workloads as wl
-    from inferlab.widgets import BatchingComparison, KVBlockMap, SchedulerTimeline, TokenStream
+    from inferlab.widgets import BatchingComparison
     qs = QUESTIONS[:4] if smoke else QUESTIONS
     max_tokens = 12 if smoke else 40
-    out = []
+    traces = {}
     for layout in ("paged", "contiguous"):
         eng = il.Engine(num_blocks=64, max_num_seqs=4, max_num_batched_tokens=256,
                         max_model_len=128, kv_layout=layout)   # contiguous: 128 per request
-        views = [TokenStream(eng), SchedulerTimeline(eng), KVBlockMap(eng)]
-        eng.generate([[{"role": "user", "content": q}] for q in qs],
-                     il.SamplingParams(max_tokens=max_tokens), use_tqdm=False)
-        for v in views:
-            v.detach()
-        ts, tl, kv = views
-        recs = kv.trace.records
-        kv.cursor = max(range(len(recs)), key=lambda k: recs[k].kv_blocks_used)
-        if layout == "paged":
-            out += [("token_stream", f"Token stream: {len(qs)} chat requests", ts.figure()),
-                    ("scheduler_timeline", "Scheduler timeline: at most 4 running",
-                     tl.figure())]
-        out.append((f"kv_map_{layout}", f"KV cache, {layout} layout, at its fullest step",
-                    kv.figure()))
+        with Trace.record(eng) as trace:
+            eng.generate([[{"role": "user", "content": q}] for q in qs],
+                         il.SamplingParams(max_tokens=max_tokens), use_tqdm=False)
+        traces[layout] = trace.to_dict()
     work = wl.synthetic(8 if smoke else 16, prompt_len=wl.Uniform(16, 48),
                         output_len=wl.Uniform(4, 48 if smoke else 96), seed=1)
     cmp = BatchingComparison.run(work, ("static", dict(scheduler="static")),
                                  ("continuous", dict(scheduler="continuous")),
                                  model=None, max_num_seqs=4, num_blocks=128)
+    for label, trace in cmp._sides:
+        traces[label] = trace.to_dict()
+    return {"questions": len(qs), "traces": traces}
+
+
+def record_views(smoke: bool = False, root=None) -> str:
+    """Run the views' workloads once and write their traces as a record."""
+    from inferlab.lab import protocol, records
+    rec = {"record": 1, "chapter": VIEWS, "smoke": smoke,
+           **protocol.result_meta("inferlab record --id views" + (" --smoke" if smoke else "")),
+           "data": _view_traces(smoke)}
+    out = pathlib.Path(root or records.ROOT) / f"{VIEWS}{records.SUFFIX}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(records.dumps(rec))
+    return os.fspath(out)
+
+
+def view_figures(smoke: bool = False, measure: bool | None = None
+                 ) -> list[tuple[str, str, object]]:
+    """(file stem, caption, figure) for each view, replayed from the recorded traces (or from
+    new runs: ``measure``, implied by ``smoke``)."""
+    from inferlab.lab import records
+    from inferlab.observe.trace import Trace
+    from inferlab.widgets import BatchingComparison, KVBlockMap, SchedulerTimeline, TokenStream
+    if measure or smoke:
+        data = _view_traces(smoke)
+    else:
+        path = records.ROOT / f"{VIEWS}{records.SUFFIX}"
+        if not path.exists():
+            raise records.NoRecord(f"no record of the views at {path}: write it with "
+                                   "`inferlab record --id views`, or pass --measure")
+        data = records.loads(path.read_bytes())["data"]
+    tr = {k: Trace.from_dict(v) for k, v in data["traces"].items()}
+    n = data["questions"]
+    out = []
+    for layout in ("paged", "contiguous"):
+        kv = KVBlockMap()
+        kv.load_trace(tr[layout])
+        recs = tr[layout].records
+        kv.cursor = max(range(len(recs)), key=lambda k: recs[k].kv_blocks_used)
+        if layout == "paged":
+            out += [("token_stream", f"Token stream: {n} chat requests",
+                     TokenStream().load_trace(tr[layout]).figure()),
+                    ("scheduler_timeline", "Scheduler timeline: at most 4 running",
+                     SchedulerTimeline().load_trace(tr[layout]).figure())]
+        out.append((f"kv_map_{layout}", f"KV cache, {layout} layout, at its fullest step",
+                    kv.figure()))
+    cmp = BatchingComparison(tr["static"], tr["continuous"], labels=["static", "continuous"])
     out.append(("batching_comparison", "Static against continuous batching", cmp.figure()))
     return out
 
 
-def chapter_figures(smoke: bool = False, only=None) -> list[tuple[str, str, object]]:
+def chapter_figures(smoke: bool = False, only=None, measure: bool | None = None
+                    ) -> list[tuple[str, str, object]]:
     from inferlab.lab.book import chapter_figure, chapter_modules
     names = [n for n in chapter_modules() if not only or n in only or n[:4] in only]
-    return [(n, n.replace("_", " ", 1).replace("_", " "), chapter_figure(n, smoke=smoke))
-            for n in names]
+    return [(n, n.replace("_", " ", 1).replace("_", " "),
+             chapter_figure(n, smoke=smoke, measure=measure)) for n in names]
+
+
+def _source(stem: str) -> str:
+    """The record a picture was drawn from, in one line."""
+    from inferlab.lab import records
+    name = VIEWS if not stem.startswith("ch") else stem
+    rec = records.loads((records.ROOT / f"{name}{records.SUFFIX}").read_bytes())
+    return records.source_line(rec)
 
 
 def _size(fig, width: int, height: int) -> tuple[int, int]:
     return fig.layout.width or width, fig.layout.height or height
 
 
-def build(out_dir="docs/gallery", smoke: bool = False, only=None, views: bool = True) -> str:
-    """Render every picture into ``out_dir`` and write its README.md; returns that path."""
+def build(out_dir="docs/gallery", smoke: bool = False, only=None, views: bool = True,
+          measure: bool | None = None) -> str:
+    """Render every picture into ``out_dir`` and write its README.md; returns that path.
+    The pictures are drawn from the records (no measuring) unless ``measure`` or ``smoke``."""
     from tqdm.auto import tqdm
 
     from inferlab.lab.figures import save
@@ -72,12 +130,16 @@ def build(out_dir="docs/gallery", smoke: bool = False, only=None, views: bool = 
     out.mkdir(parents=True, exist_ok=True)
     sections = []
     if views:
-        sections.append(("Views", view_figures(smoke), (1000, 460)))
-    sections.append(("Chapter figures", chapter_figures(smoke, only), (1000, 500)))
+        sections.append(("Views", view_figures(smoke, measure), (1000, 460)))
+    sections.append(("Chapter figures", chapter_figures(smoke, only, measure), (1000, 500)))
+    drawn = (f"measured on {datetime.date.today().isoformat()}" if measure or smoke else
+             "drawn from the recorded runs in docs/results/chapters (each caption says when "
+             "and on which CPU its run was recorded)")
     lines = ["# Gallery", "",
              "Every view and chapter figure, as `inferlab gallery"
-             + (" --smoke" if smoke else "") + "` drew them on "
-             + datetime.date.today().isoformat() + " (SmolLM2-135M-Instruct, real weights). "
+             + (" --smoke" if smoke else " --measure" if measure else "") + "` drew them: "
+             + drawn + " (SmolLM2-135M-Instruct, real weights"
+             + ("; smoke run: small sizes, not the recorded numbers" if smoke else "") + "). "
              "Each is the same plotly figure JupyterLab shows and the exports write.", ""]
     pictures = [(title, item, size) for title, items, size in sections for item in items]
     for title, (stem, caption, fig), size in tqdm(pictures, desc="gallery", unit="figure"):
@@ -86,6 +148,23 @@ def build(out_dir="docs/gallery", smoke: bool = False, only=None, views: bool = 
         w, h = _size(fig, *size)
         save(fig, out / f"{stem}.png", width=w, height=h, scale=2.0)
         lines += [f"### {caption}", "", f"![{caption}]({stem}.png)", ""]
+        if not (measure or smoke):
+            lines[-1:] = ["", f"<sub>{_source(stem)}</sub>", ""]
     path = out / "README.md"
     path.write_text("\n".join(lines), encoding="utf-8")
+    if not (measure or smoke):     # what the records draw: a later draw must give the same
+        (out / FINGERPRINTS).write_text(json.dumps(
+            {stem: fingerprint(fig) for _, (stem, _, fig), _ in pictures}, indent=1) + "\n")
     return os.fspath(path)
+
+
+FINGERPRINTS = "figures.sha256.json"
+
+
+def fingerprint(fig) -> str:
+    """The figure's data and layout, hashed: equal figures, equal fingerprints (the PNG's
+    bytes also depend on the browser that drew it)."""
+    import hashlib
+
+    from inferlab.lab.book import figure_json
+    return hashlib.sha256(figure_json(fig).encode()).hexdigest()

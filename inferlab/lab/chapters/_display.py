@@ -33,8 +33,18 @@ def bundle(fig, width: int = 1000, height: int = 480) -> dict:
     return data
 
 
+SMOKE_MARK = " · smoke run: small sizes, not the recorded numbers"
+
+
 def show(fig, width: int = 1000, height: int = 480) -> None:
+    """Display ``fig``; in a smoke run (INFERLAB_SMOKE=1: CI, a quick look) its title says
+    so, since its numbers are not the chapter's recorded ones."""
     from IPython.display import display
+
+    from . import smoke
+    if smoke() and SMOKE_MARK not in (fig.layout.title.text or ""):
+        fig = type(fig)(fig)                   # the caller's figure stays as it was
+        fig.update_layout(title_text=(fig.layout.title.text or "") + SMOKE_MARK)
     display(bundle(fig, width, height), raw=True)
 
 

@@ -1,0 +1,236 @@
+"""One recorded run per chapter: measured once, drawn everywhere.
+
+    inferlab record --id ch05            # measure chapter 5's full run, write its record
+    data = records.load("ch05")["data"]   # what the notebook, figures and report card draw
+
+A chapter's full run writes ``docs/results/chapters/<chapter>.json.gz``: the measurement its
+notebook computes (``measure(smoke=False)``), the verdicts of its claims, the numbers behind
+them (each with a quantity id and a workload id), and the command, CPU model and flags, date
+and load (``protocol.result_meta``). ``inferlab figures``, ``inferlab gallery``, the report
+card (``inferlab claims``, notebook 11) and README's and BENCHMARKS' tables draw from these
+records without measuring; measuring again is explicit (``inferlab record``, ``--measure``).
+
+The measurement is kept as JSON with tags for what JSON lacks (tuples, numpy arrays, dict
+keys that are not text), gzip-compressed with no timestamp: a record read back is the
+measurement that was written, type for type, and the same record gives the same bytes.
+"""
+from __future__ import annotations
+
+import gzip
+import importlib
+import json
+import os
+import pathlib
+import re
+import tempfile
+
+from . import protocol
+
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "docs" / "results" / "chapters"
+SUFFIX = ".json.gz"
+
+
+# --- the codec: JSON with tags for tuples, arrays and non-text keys ---------------------------
+def _enc(o):
+    import numpy as np
+    if isinstance(o, dict):
+        if all(isinstance(k, str) for k in o):
+            return {k: _enc(v) for k, v in o.items()} if "__t" not in o else \
+                {"__t": "dict", "items": [[k, _enc(v)] for k, v in o.items()]}
+        return {"__t": "dict", "items": [[_enc(k), _enc(v)] for k, v in o.items()]}
+    if isinstance(o, tuple):
+        return {"__t": "tuple", "items": [_enc(v) for v in o]}
+    if isinstance(o, list):
+        return [_enc(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return {"__t": "array", "dtype": str(o.dtype), "shape": list(o.shape),
+                "items": o.ravel().tolist()}
+    if isinstance(o, np.generic):
+        return o.item()
+    if o is None or isinstance(o, (bool, int, float, str)):
+        return o
+    from ..observe.trace import Trace
+    if isinstance(o, Trace):                   # a run's steps, as its trace file's JSON
+        return {"__t": "trace", "value": o.to_dict()}
+    raise TypeError(f"a record keeps plain data only (dict, list, tuple, numbers, text, numpy "
+                    f"arrays, traces); got {type(o).__name__}")
+
+
+def _dec(o):
+    if isinstance(o, list):
+        return [_dec(v) for v in o]
+    if not isinstance(o, dict):
+        return o
+    tag = o.get("__t")
+    if tag == "tuple":
+        return tuple(_dec(v) for v in o["items"])
+    if tag == "dict":
+        return {_hashable(_dec(k)): _dec(v) for k, v in o["items"]}
+    if tag == "trace":
+        from ..observe.trace import Trace
+        return Trace.from_dict(o["value"], "a record's trace")
+    if tag == "array":
+        import numpy as np
+        return np.asarray(o["items"], dtype=o["dtype"]).reshape(o["shape"])
+    return {k: _dec(v) for k, v in o.items()}
+
+
+def _hashable(k):
+    return tuple(_hashable(v) for v in k) if isinstance(k, (list, tuple)) else k
+
+
+def dumps(data) -> bytes:
+    text = json.dumps(_enc(data), sort_keys=False, separators=(",", ":"))
+    return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+
+
+def loads(blob: bytes):
+    return _dec(json.loads(gzip.decompress(blob).decode("utf-8")))
+
+
+# --- a chapter's record ------------------------------------------------------------------------
+def chapter_name(chapter) -> str:
+    """The module name (``ch05_batching``) of a chapter given as 5, "ch05" or its name."""
+    from .book import chapter_modules
+    key = f"ch{chapter:02d}" if isinstance(chapter, int) else str(chapter)
+    names = [n for n in chapter_modules() if n == key or n[:4] == key[:4]]
+    if len(names) != 1:
+        raise ValueError(f"no chapter {chapter!r}; chapters: {', '.join(chapter_modules())}")
+    return names[0]
+
+
+def path(chapter, root=None) -> pathlib.Path:
+    return pathlib.Path(root or ROOT) / f"{chapter_name(chapter)}{SUFFIX}"
+
+
+def workload_id(name: str, smoke: bool) -> str:
+    """What names a chapter's workload: its number and size (the full run's or smoke's)."""
+    return f"{name[:4]}-{'smoke' if smoke else 'full'}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
+
+
+def numbers(verdicts, workload: str) -> list[dict]:
+    """The numbers behind the verdicts: one per drawn point, with a quantity id (claim id and
+    the point's label) and the workload id. A published value is not a measured number."""
+    out = []
+    for claim_id, v in verdicts:
+        for p in v.points:
+            label, value, role = (tuple(p) + (None,))[:3]
+            if role in ("published", "reference") or not isinstance(value, (int, float)):
+                continue
+            out.append({"quantity": f"{claim_id}:{_slug(label)}", "workload": workload,
+                        "value": value, "unit": v.unit})
+    return out
+
+
+def verdict_rows(verdicts) -> list[dict]:
+    return [{"id": cid, "verdict": v.verdict, "measured": v.measured, "reason": v.reason,
+             "warning": v.warning} for cid, v in verdicts]
+
+
+def record(chapter, smoke: bool = False, command: str | None = None, root=None,
+           progress=None) -> pathlib.Path:
+    """Measure ``chapter`` once (the notebook's ``measure(smoke=...)``; its claims' own
+    measurement where that differs, chapter 14's serving stacks), judge its claims and write
+    its record. Returns the path written."""
+    from . import claims
+    name = chapter_name(chapter)
+    mod = importlib.import_module(f"inferlab.lab.chapters.{name}")
+    with _shared_measurements():
+        if progress:
+            progress(f"measuring {name} ...")
+        data = mod.measure(smoke=smoke)
+        claims_data = mod.measure_for_claims(smoke) if hasattr(mod, "measure_for_claims") \
+            else data
+    judged = [(c.id, c.assess(claims_data)) for c in claims.for_chapter(name)]
+    same = dumps(claims_data) == dumps(data)
+    rec = {"record": 1, "chapter": name, "smoke": smoke,
+           "workload": workload_id(name, smoke),
+           **protocol.result_meta(command or f"inferlab record --id {name[:4]}"
+                                  + (" --smoke" if smoke else "")),
+           "verdicts": verdict_rows(judged),
+           "numbers": numbers(judged, workload_id(name, smoke)),
+           "data": data, "claims_data": None if same else claims_data}
+    out = path(name, root)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(dumps(rec))
+    os.replace(tmp, out)
+    return out
+
+
+def rejudge(chapter, root=None) -> pathlib.Path:
+    """Judge a record's measurement again with today's judges and rewrite its verdicts and
+    numbers (a judge changed; nothing is measured). The record's meta stays that of its run."""
+    from . import claims
+    p = path(chapter, root)
+    rec = loads(p.read_bytes())
+    data = rec["claims_data"] if rec.get("claims_data") is not None else rec["data"]
+    judged = [(c.id, c.assess(data)) for c in claims.for_chapter(rec["chapter"])]
+    rec.update(verdicts=verdict_rows(judged), numbers=numbers(judged, rec["workload"]))
+    p.write_bytes(dumps(rec))
+    return p
+
+
+class _shared_measurements:
+    """Within a record, the claims' measurement reuses the notebook's where the two calls are
+    the same (``measure_cache``): a temporary cache unless the caller set one."""
+    def __enter__(self):
+        from .measure_cache import ENV
+        self._tmp = None if os.environ.get(ENV) else tempfile.TemporaryDirectory()
+        if self._tmp:
+            os.environ[ENV] = self._tmp.name
+
+    def __exit__(self, *exc):
+        from .measure_cache import ENV
+        if self._tmp:
+            os.environ.pop(ENV, None)
+            self._tmp.cleanup()
+
+
+class NoRecord(FileNotFoundError):
+    pass
+
+
+def load(chapter, root=None) -> dict:
+    """A chapter's record: its meta (command, date, cpu, flags, load), ``verdicts``,
+    ``numbers``, ``data`` (the notebook's measurement) and ``claims`` data (what its claims
+    are judged on: ``data`` unless recorded apart)."""
+    p = path(chapter, root)
+    if not p.exists():
+        name = chapter_name(chapter)
+        raise NoRecord(f"no record of {name} at {p}: measure it with `inferlab record --id "
+                       f"{name[:4]}` (the chapter's full run), or draw from a new measurement "
+                       f"with --measure")
+    rec = loads(p.read_bytes())
+    rec["claims"] = rec.pop("claims_data") if rec.get("claims_data") is not None \
+        else rec["data"]
+    return rec
+
+
+def recorded() -> list[str]:
+    """The chapters with a record, in chapter order."""
+    from .book import chapter_modules
+    return [n for n in chapter_modules() if (ROOT / f"{n}{SUFFIX}").exists()]
+
+
+def meta_of_all(command: str) -> dict:
+    """What a surface judged on every record says it came from: the first and last dates,
+    the CPU (model, flags, cores) if one, and the highest load any record was written at."""
+    metas = [loads((ROOT / f"{n}{SUFFIX}").read_bytes()) for n in recorded()]
+    metas = [{k: m.get(k) for k in ("date", "cpu", "flags", "cores", "load")} for m in metas]
+    one = lambda k: metas[0][k] if len({repr(m[k]) for m in metas}) == 1 else "several"
+    dates = sorted(m["date"] for m in metas)
+    return {"command": command, "date": dates[-1], "first_date": dates[0], "cpu": one("cpu"),
+            "flags": one("flags"), "cores": one("cores"),
+            "load": max(m["load"] for m in metas), "from": "docs/results/chapters"}
+
+
+def source_line(rec: dict) -> str:
+    """Where a drawing's numbers come from, in one line: the record, its CPU and date."""
+    flags = ", ".join(rec.get("flags") or [])
+    return (f"recorded {rec['date'][:10]} on {rec['cpu']}" + (f" ({flags})" if flags else "")
+            + f", {rec.get('cores', '?')} cores; docs/results/chapters/{rec['chapter']}{SUFFIX}")
