@@ -89,10 +89,11 @@ show(fig)
 # second from the same memory, because a decode step on a GPU costs little more for a bigger
 # batch (it reads the weights once either way).
 #
-# Why paged waste stays under 4% here: the only empty slots are the unfilled end of each
-# request's last block, on average 7.5 of 16. That is under 4% of a request holding 180
-# tokens or more; the summary above shows how many these requests hold at the peak. Short
-# chats (say 50 tokens) would waste about 13% in 16-token blocks; smaller blocks shrink it.
+# Why paged waste stays small here: the only empty slots are the unfilled end of each
+# request's last block, on average 7.5 of 16, against the hundreds of tokens each of these
+# requests holds (the summary above gives the measured share and the tokens held at the
+# peak). Short chats (say 50 tokens) lose 7.5 of 50 in 16-token blocks, a larger share;
+# smaller blocks shrink it.
 
 # %% [markdown]
 # ### The check

@@ -150,8 +150,8 @@ def test_a_missing_result_file_is_named_with_the_command_that_writes_it(tmp_path
     root = make_repo(tmp_path, files=("coldstart-xeon.json",))
     problems = [p for p in results.check(root=root) if "results:claims" in p]
     assert problems == ["README.md: results:claims: result file docs/results/claims.json does "
-                        "not exist; `inferlab claims --json > docs/results/claims.json` writes "
-                        "it"]
+                        "not exist; `inferlab record (each chapter's full run; the report card "
+                        "judged on the records)` writes it"]
     said = []
     assert results.main("render", root=root, out=said.append) == 1
     assert any("NOT RENDERED" in s and "claims.json" in s for s in said)

@@ -12,7 +12,6 @@ from typing import Callable
 from inferlab.errors import InferlabError
 from inferlab.lab import stack_table
 from inferlab.lab.protocol import spread
-from inferlab.lab.report import markdown_rows
 
 
 class ResultsError(InferlabError, ValueError):
@@ -114,24 +113,6 @@ def coldstart_warm(res: dict, file: str) -> str:
 
 def coldstart_new_cpu(res: dict, file: str) -> str:
     return f"{res['summary'][COLD_NEW]['engine']['median']:.1f} s ({short(res)})"
-
-
-def claims_table(res: dict, file: str) -> str:
-    """README's report card from ``inferlab claims --json``: a caption with the machine and
-    the verdict counts, then one row per claim (its warning, if any, after the reason)."""
-    mode = "Smoke run" if res.get("smoke") else "Full run"
-    tally = "; ".join(f"{n} {v}" for v, n in res.get("verdicts", {}).items() if n)
-    kinds = "; ".join(f"{n} {k}" for k, n in res.get("rests_on", {}).items() if n)
-    return "\n".join([f"{mode}, {caption(res, file)}: {tally} (rests on: {kinds}).", "",
-                      *markdown_rows(res["claims"])])
-
-
-def claims_summary(res: dict, file: str) -> str:
-    """README's line: how many claims, what they rest on, the verdicts, where and when."""
-    mode = "smoke run" if res.get("smoke") else "full run"
-    tally = "; ".join(f"{n} {v}" for v, n in res.get("verdicts", {}).items() if n)
-    kinds = ", ".join(f"{n} {k}" for k, n in res.get("rests_on", {}).items() if n)
-    return f"{len(res['claims'])} claims ({kinds}): {tally} ({mode}, {short(res)}; {file})"
 
 
 def serve_table(res: dict, file: str) -> str:
@@ -303,10 +284,15 @@ def showcase_summary(res: dict, file: str) -> str:
     arms = "; ".join(f"{arm} {v['tok/s']} tok/s, 90% of answers within {v['E2E p90']}"
                      for arm, v in r["comparison"].items())
     lab = next(iter(r["lab"].values()))
-    return (f"{arms}; the Lab's run {lab['output tok/s']} output tok/s, TTFT p50 "
+    return (f"the screenshots' own runs: 16 synthetic requests on 4 seats, {arms}; the Lab's "
+            f"12 requests, {lab['output tok/s']} output tok/s, TTFT p50 "
             f"{lab['TTFT p50 (ms)']} ms ({short(res)}; {file})")
 
 
+from inferlab.tools.result_claims import (claims_headlines, claims_summary,  # noqa: E402
+                                          claims_table)
+
+CLAIMS_CMD = "inferlab record (each chapter's full run; the report card judged on the records)"
 COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
 TABLES = {t.name: t for t in (
@@ -322,10 +308,11 @@ TABLES = {t.name: t for t in (
           "docs/results/lab-live-amd.json", lab_live_table),
     Table("showcase", "showcase-amd.json", "python -m inferlab.tools.showcase",
           showcase_summary, inline=True),
-    Table("claims", "claims.json", "inferlab claims --json > docs/results/claims.json",
+    Table("claims", "claims.json", CLAIMS_CMD,
           claims_table),
-    Table("claims-summary", "claims.json", "inferlab claims --json > docs/results/claims.json",
+    Table("claims-summary", "claims.json", CLAIMS_CMD,
           claims_summary, inline=True),
+    Table("claims-headlines", "claims.json", CLAIMS_CMD, claims_headlines, inline=True),
     Table("engine-summary", "engine-xeon.json", "inferlab bench engine --out "
           "docs/results/engine-xeon.json", engine_summary, inline=True),
     Table("vllm-summary", "vllm-xeon.json", "inferlab bench vllm --out "
