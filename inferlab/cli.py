@@ -187,7 +187,7 @@ def _record(args) -> int:
         print(f"wrote {out}", file=sys.stderr)
     if (not args.id or "views" in args.id) and not args.rejudge:
         print(f"wrote {record_views(smoke=args.smoke)}", file=sys.stderr)
-    if not args.smoke and records.recorded() == chapter_modules():
+    if names and not args.smoke and records.recorded() == chapter_modules():
         from inferlab.lab import claims, report    # the report card, judged on the records
         cmd = "inferlab claims (the records)"
         path = report.write_result_file(claims.run_all(recorded=True),

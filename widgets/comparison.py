@@ -59,6 +59,11 @@ class BatchingComparison(PlotView):
             self.clock = str(trace.meta.get("clock", "wall"))
         return trace
 
+    @property
+    def traces(self) -> dict[str, Trace]:
+        """Each side's trace by its label (what a record keeps to draw this view again)."""
+        return {label: trace for label, trace in self._sides}
+
     def follow(self, engine, label: str) -> Trace:
         """Add a side recorded live from ``engine``."""
         trace = self.add(Trace.record(engine), label)

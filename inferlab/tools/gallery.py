@@ -47,9 +47,8 @@ def _view_traces(smoke: bool) -> dict:
     cmp = BatchingComparison.run(work, ("static", dict(scheduler="static")),
                                  ("continuous", dict(scheduler="continuous")),
                                  model=None, max_num_seqs=4, num_blocks=128)
-    for label, trace in cmp._sides:
-        traces[label] = trace.to_dict()
-    return {"questions": len(qs), "traces": traces}
+    traces.update({label: trace.to_dict() for label, trace in cmp.traces.items()})
+    return {"questions": len(qs), "traces": traces, "comparison_title": cmp.title}
 
 
 def record_views(smoke: bool = False, root=None) -> str:
@@ -94,7 +93,8 @@ def view_figures(smoke: bool = False, measure: bool | None = None
                      SchedulerTimeline().load_trace(tr[layout]).figure())]
         out.append((f"kv_map_{layout}", f"KV cache, {layout} layout, at its fullest step",
                     kv.figure()))
-    cmp = BatchingComparison(tr["static"], tr["continuous"], labels=["static", "continuous"])
+    cmp = BatchingComparison(tr["static"], tr["continuous"], labels=["static", "continuous"],
+                             title=data["comparison_title"])
     out.append(("batching_comparison", "Static against continuous batching", cmp.figure()))
     return out
 
