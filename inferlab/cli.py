@@ -1,6 +1,7 @@
-"""Command line: `inferlab generate "prompt"`, `inferlab bench ...`, `inferlab figures`,
-`inferlab gallery`,
-`inferlab claims` (the report card: every claim's computed verdict), `inferlab serve` (the
+"""Command line: `inferlab generate "prompt"`, `inferlab bench ...`, `inferlab record` (each
+chapter's full run, recorded once), `inferlab figures`, `inferlab gallery`, `inferlab claims`
+(the report card: every claim's computed verdict; these three drawn from the records,
+tools/drawing_cmd.py), `inferlab serve` (the
 engine behind the OpenAI API), `inferlab vllm serve`
 (vLLM's server set up for the lab's views), `inferlab cache info|warm|clear` (the weights
 cache), `inferlab export-hf DIR` (a transformers directory), `inferlab export-html`,
@@ -150,73 +151,6 @@ def _cache(args) -> int:
     return run(args.action)
 
 
-def _measure_or_records(args) -> bool:
-    """Whether to measure (``--measure``, or ``--smoke``: smoke sizes are never recorded);
-    else the drawing reads the records, and a missing one is a clear error."""
-    return bool(args.measure or args.smoke)
-
-
-def _figures(args) -> int:
-    from inferlab.lab.book import build_all
-    build_all(args.out, smoke=args.smoke, only=args.id or None, theme=args.theme,
-              measure=_measure_or_records(args))
-    return 0
-
-
-def _gallery(args) -> int:
-    from inferlab.tools.gallery import build
-    print(build(args.out, smoke=args.smoke, only=args.only or None,
-                measure=_measure_or_records(args)))
-    return 0
-
-
-def _record(args) -> int:
-    from tqdm.auto import tqdm
-
-    from inferlab.lab import records
-    from inferlab.lab.book import chapter_modules
-    from inferlab.tools.gallery import record_views
-    names = [records.chapter_name(c) for c in args.id if c != "views"] if args.id \
-        else chapter_modules()
-    if args.rejudge:           # today's judges on the recorded measurements; nothing measured
-        names = [n for n in names if n in records.recorded()]
-    for name in (bar := tqdm(names, desc="rejudge" if args.rejudge else "record",
-                             unit="chapter")):
-        bar.set_postfix_str(name)
-        out = records.rejudge(name) if args.rejudge else records.record(name, smoke=args.smoke)
-        print(f"wrote {out}", file=sys.stderr)
-    if (not args.id or "views" in args.id) and not args.rejudge:
-        print(f"wrote {record_views(smoke=args.smoke)}", file=sys.stderr)
-    if names and not args.smoke and records.recorded() == chapter_modules():
-        from inferlab.lab import claims, report    # the report card, judged on the records
-        cmd = "inferlab claims (the records)"
-        path = report.write_result_file(claims.run_all(recorded=True),
-                                        records.ROOT.parent / "claims.json", cmd, False,
-                                        meta=records.meta_of_all(cmd))
-        print(f"wrote {path}; `inferlab results render` redraws README's and BENCHMARKS' "
-              "tables from it", file=sys.stderr)
-    return 0
-
-
-def _claims(args) -> int:
-    from inferlab.lab import claims, records, report
-    measure = _measure_or_records(args)
-    results = claims.run_all(smoke=args.smoke, only=args.only or None, recorded=not measure,
-                             progress=lambda msg: print(msg, file=sys.stderr, flush=True))
-    mode = "smoke run" if args.smoke else "full run" if measure else "recorded full runs"
-    if args.json:
-        import json
-        cmd = "inferlab claims" + (" --smoke" if args.smoke else " --measure" if measure
-                                   else "") + (
-            " --only " + " ".join(args.only) if args.only else "") + " --json"
-        meta = None if measure else records.meta_of_all(cmd)
-        print(json.dumps(report.as_result_file(results, cmd, args.smoke, meta), indent=1))
-        return 0
-    print(f"inferlab report card ({mode}; {len(results)} claims)\n")
-    print(report.markdown_table(results) if args.markdown else report.text_table(results))
-    return 0
-
-
 def _vllm(args) -> int:
     import signal
     import time
@@ -331,44 +265,8 @@ def main(argv=None) -> int:
     vv.add_argument("--max-model-len", type=int, default=2048)
     vv.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for ready")
     vv.set_defaults(fn=_vllm)
-    measure_help = ("measure again instead of drawing the recorded runs "
-                    "(docs/results/chapters, written by `inferlab record`)")
-    smoke_help = "measure small workloads (fast; implies --measure, says 'smoke')"
-    f = sub.add_parser("figures", help="every chapter's figure (SVG, PNG, PDF), drawn from "
-                       "the recorded runs")
-    f.add_argument("--out", default="figures")
-    f.add_argument("--id", nargs="+", default=None, help="chapters (e.g. ch05)")
-    f.add_argument("--theme", choices=["light", "dark"], default=None)
-    f.add_argument("--measure", action="store_true", help=measure_help)
-    f.add_argument("--smoke", action="store_true", help=smoke_help)
-    f.set_defaults(fn=_figures)
-    gl = sub.add_parser("gallery", help="every view and chapter figure on one page (PNGs and "
-                        "a README.md), drawn from the recorded runs")
-    gl.add_argument("--out", default="docs/gallery")
-    gl.add_argument("--measure", action="store_true", help=measure_help)
-    gl.add_argument("--smoke", action="store_true", help=smoke_help)
-    gl.add_argument("--only", nargs="+", default=None, help="chapters (e.g. ch04 ch05)")
-    gl.set_defaults(fn=_gallery)
-    rc = sub.add_parser("record", help="measure each chapter's full run once and write its "
-                        "record (docs/results/chapters): what figures, gallery, report card "
-                        "and README draw")
-    rc.add_argument("--id", nargs="+", default=None,
-                    help="chapters (e.g. ch05), or views (the gallery's views); default all")
-    rc.add_argument("--smoke", action="store_true", help="small workloads (a trial run)")
-    rc.add_argument("--rejudge", action="store_true", help="judge the recorded measurements "
-                    "again (a judge changed) and rewrite their verdicts; measures nothing")
-    rc.set_defaults(fn=_record)
-    c = sub.add_parser("claims", help="the report card: every claim judged on the recorded "
-                       "runs (--measure: measure again)")
-    c.add_argument("--measure", action="store_true", help=measure_help)
-    c.add_argument("--smoke", action="store_true", help=smoke_help)
-    c.add_argument("--only", nargs="+", default=None,
-                   help="claim ids or chapters (e.g. ch05 04-kv-waste)")
-    c.add_argument("--markdown", action="store_true", help="print a Markdown table (README)")
-    c.add_argument("--json", action="store_true",
-                   help="every claim as JSON (class, verdict, numbers, reason) with the "
-                        "command, date, CPU and load")
-    c.set_defaults(fn=_claims)
+    from inferlab.tools.drawing_cmd import add_commands
+    add_commands(sub)      # record, figures, gallery, claims: drawn from the records
     r = sub.add_parser("results", help="README's and BENCHMARKS' tables from the result files "
                        "in docs/results: render (rewrite the marked blocks) | check (list the "
                        "blocks that differ; exit 1)")

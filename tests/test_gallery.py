@@ -23,8 +23,6 @@ def test_gallery_draws_every_view_and_chapter(tmp_path):
     assert "## Views" in text and "## Chapter figures" in text
 
 
-@pytest.mark.skipif(not (gallery.REPO_GALLERY / gallery.FINGERPRINTS).exists(),
-                    reason="the committed gallery has no fingerprints yet")
 def test_the_committed_gallery_is_what_the_records_draw():
     """Every picture in docs/gallery, drawn again from the committed records without
     measuring, is the same figure (data and layout) as the one committed."""

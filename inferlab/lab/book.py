@@ -13,17 +13,9 @@ import importlib
 import inspect
 import json
 import os
-import pkgutil
 
-from .chapters import _kit
+from .chapters import _kit, chapter_modules  # noqa: F401 (chapter_modules: book's API too)
 from .chapters._display import SMOKE_MARK      # a smoke figure says so, as in the notebooks
-
-
-def chapter_modules() -> list[str]:
-    """Names of the chapter modules (``chNN_topic``), in chapter order."""
-    from . import chapters
-    return sorted(m.name for m in pkgutil.iter_modules(chapters.__path__)
-                  if m.name.startswith("ch") and m.name[2:4].isdigit())
 
 
 def chapter_figure(name: str, smoke: bool = False, measure: bool | None = None, theme=None):

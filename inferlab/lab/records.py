@@ -91,7 +91,7 @@ def loads(blob: bytes):
 # --- a chapter's record ------------------------------------------------------------------------
 def chapter_name(chapter) -> str:
     """The module name (``ch05_batching``) of a chapter given as 5, "ch05" or its name."""
-    from .book import chapter_modules
+    from .chapters import chapter_modules
     key = f"ch{chapter:02d}" if isinstance(chapter, int) else str(chapter)
     names = [n for n in chapter_modules() if n == key or n[:4] == key[:4]]
     if len(names) != 1:
@@ -113,15 +113,17 @@ def _slug(text: str) -> str:
 
 
 def numbers(verdicts, workload: str) -> list[dict]:
-    """The numbers behind the verdicts: one per drawn point, with a quantity id (claim id and
-    the point's label) and the workload id. A published value is not a measured number."""
+    """The numbers behind the verdicts: one per drawn point, with a quantity id (claim id, the
+    point's label and its role: the policy or part it belongs to) and the workload id. A
+    published value or a reference line is not a measured number."""
     out = []
     for claim_id, v in verdicts:
         for p in v.points:
             label, value, role = (tuple(p) + (None,))[:3]
             if role in ("published", "reference") or not isinstance(value, (int, float)):
                 continue
-            out.append({"quantity": f"{claim_id}:{_slug(label)}", "workload": workload,
+            what = _slug(label) + (f":{_slug(role)}" if role else "")  # a policy's, a part's
+            out.append({"quantity": f"{claim_id}:{what}", "workload": workload,
                         "value": value, "unit": v.unit})
     return out
 
@@ -136,7 +138,6 @@ def record(chapter, smoke: bool = False, command: str | None = None, root=None,
     """Measure ``chapter`` once (the notebook's ``measure(smoke=...)``; its claims' own
     measurement where that differs, chapter 14's serving stacks), judge its claims and write
     its record. Returns the path written."""
-    from . import claims
     name = chapter_name(chapter)
     mod = importlib.import_module(f"inferlab.lab.chapters.{name}")
     with _shared_measurements():
@@ -145,7 +146,7 @@ def record(chapter, smoke: bool = False, command: str | None = None, root=None,
         data = mod.measure(smoke=smoke)
         claims_data = mod.measure_for_claims(smoke) if hasattr(mod, "measure_for_claims") \
             else data
-    judged = [(c.id, c.assess(claims_data)) for c in claims.for_chapter(name)]
+    judged = [(c.id, c.assess(claims_data)) for c in getattr(mod, "CLAIMS", ())]
     same = dumps(claims_data) == dumps(data)
     rec = {"record": 1, "chapter": name, "smoke": smoke,
            "workload": workload_id(name, smoke),
@@ -165,11 +166,11 @@ def record(chapter, smoke: bool = False, command: str | None = None, root=None,
 def rejudge(chapter, root=None) -> pathlib.Path:
     """Judge a record's measurement again with today's judges and rewrite its verdicts and
     numbers (a judge changed; nothing is measured). The record's meta stays that of its run."""
-    from . import claims
     p = path(chapter, root)
     rec = loads(p.read_bytes())
     data = rec["claims_data"] if rec.get("claims_data") is not None else rec["data"]
-    judged = [(c.id, c.assess(data)) for c in claims.for_chapter(rec["chapter"])]
+    mod = importlib.import_module(f"inferlab.lab.chapters.{rec['chapter']}")
+    judged = [(c.id, c.assess(data)) for c in getattr(mod, "CLAIMS", ())]
     rec.update(verdicts=verdict_rows(judged), numbers=numbers(judged, rec["workload"]))
     p.write_bytes(dumps(rec))
     return p
@@ -213,7 +214,7 @@ def load(chapter, root=None) -> dict:
 
 def recorded() -> list[str]:
     """The chapters with a record, in chapter order."""
-    from .book import chapter_modules
+    from .chapters import chapter_modules
     return [n for n in chapter_modules() if (ROOT / f"{n}{SUFFIX}").exists()]
 
 

@@ -3,6 +3,7 @@ the whole table, README's one-line summary, and BENCHMARKS' headline effects."""
 from __future__ import annotations
 
 from inferlab.lab.report import markdown_rows
+from inferlab.tools.result_format import caption, machine, short
 
 # BENCHMARKS' current table: the effects a reader compares engines by, in this order
 HEADLINES = (("05-throughput", "continuous vs static, throughput"),
@@ -22,7 +23,6 @@ def _mode(res: dict) -> str:
 
 def _when(res: dict) -> str:
     """'<CPU>, <day>', or '<CPU>, <first day> to <last day>' for runs over several days."""
-    from inferlab.tools.result_tables import machine, short
     first, last = (res.get("first_date") or "")[:10], (res.get("date") or "")[:10]
     return f"{machine(res)}, {first} to {last}" if first and first != last else short(res)
 
@@ -30,7 +30,6 @@ def _when(res: dict) -> str:
 def claims_table(res: dict, file: str) -> str:
     """README's report card from ``inferlab claims --json``: a caption with the machine and
     the verdict counts, then one row per claim (its warning, if any, after the reason)."""
-    from inferlab.tools.result_tables import caption
     tally = "; ".join(f"{n} {v}" for v, n in res.get("verdicts", {}).items() if n)
     kinds = "; ".join(f"{n} {k}" for k, n in res.get("rests_on", {}).items() if n)
     mode = _mode(res)

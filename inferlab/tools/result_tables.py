@@ -6,62 +6,16 @@ rendering names the CPU, the date and the load the numbers were measured at.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from typing import Callable
 
-from inferlab.errors import InferlabError
 from inferlab.lab import stack_table
 from inferlab.lab.protocol import spread
-
-
-class ResultsError(InferlabError, ValueError):
-    """A marked block names no known table, its result file is missing or unreadable, or its
-    markers do not pair up; the message says which and how to make the file."""
-
+from inferlab.tools.result_claims import claims_headlines, claims_summary, claims_table
+from inferlab.tools.result_format import (ResultsError, caption, day_time, load_text,  # noqa: F401
+                                          machine, short)
 
 
 # ---- the renderers -------------------------------------------------------------------------
-
-def _date(value: str) -> str:
-    """'2026-12-02 06:40' as written, or an ISO timestamp with its zone as '... UTC'."""
-    try:
-        d = datetime.datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if d.tzinfo is not None:
-        return d.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return d.strftime("%Y-%m-%d %H:%M")
-
-
-def _load(res: dict) -> str:
-    """The machine's load as the file records it: one reading, or before and after."""
-    if "load_before" in res and "load_after" in res:
-        before, after = (v[0] if isinstance(v, list) else v
-                         for v in (res["load_before"], res["load_after"]))
-        return f"{before:.2f} before and {after:.2f} after"
-    return f"{res['load']:.2f}" if "load" in res else "not recorded"
-
-
-def machine(res: dict) -> str:
-    """'Intel(R) Xeon(R) Processor, 2 cores': the CPU a result file was measured on."""
-    if not res.get("cpu"):
-        raise ResultsError("the result file records no CPU (`cpu`): rerun its command, which "
-                           "writes the command, date, CPU and load beside the numbers")
-    flags = f" ({', '.join(res['flags']) or 'no AVX2'})" if "flags" in res else ""
-    cores = f", {res['cores']} cores" if res.get("cores") else ""
-    return f"{res['cpu']}{flags}{cores}"
-
-
-def caption(res: dict, file: str) -> str:
-    """'measured on <CPU>, <date>, load <x>, by `<command>` (<file>)'."""
-    return (f"measured on {machine(res)}, {_date(res.get('date'))}, load {_load(res)}, "
-            f"by `{res.get('command', '?')}` ({file})")
-
-
-def short(res: dict) -> str:
-    """'<CPU>, <day>': what follows a number quoted inline."""
-    return f"{machine(res)}, {_date(res.get('date'))[:10]}"
-
 
 # ---- the tables -----------------------------------------------------------------------------
 
@@ -104,7 +58,7 @@ def coldstart_summary(res: dict, file: str) -> str:
         said = any(r.get("said") for r in res.get("runs", {}).get(COLD_NEW, []))
         text += (f"; a CPU numba has not compiled for: {s[COLD_NEW]['total']['median']:.1f} s, "
                  f"once{', saying so' if said else ''}")
-    return f"{text} ({machine(res)}, {_date(res.get('date'))}, load {_load(res)}; {file})"
+    return f"{text} ({machine(res)}, {day_time(res.get('date'))}, load {load_text(res)}; {file})"
 
 
 def coldstart_warm(res: dict, file: str) -> str:
@@ -206,7 +160,7 @@ def tests_table(res: dict, file: str, shown_s: float = 10.0) -> str:
     out = ["| tier | pytest time | started | passed | skipped | failed |",
            "|---|---:|---|---:|---:|---:|"]
     out += [f"| `{'make test' if t == 'default' else 'make test-all' if t == 'all' else t}` | "
-            f"{_mmss(r['wall_s'])} | {_date(r.get('started'))} | {r['passed']} | "
+            f"{_mmss(r['wall_s'])} | {day_time(r.get('started'))} | {r['passed']} | "
             f"{r['skipped']} | {r['failed']} |" for t, r in tiers.items()]
     names = list(tiers)
     peak = {f: max(r["files"].get(f, 0) for r in tiers.values())
@@ -289,8 +243,6 @@ def showcase_summary(res: dict, file: str) -> str:
             f"{lab['TTFT p50 (ms)']} ms ({short(res)}; {file})")
 
 
-from inferlab.tools.result_claims import (claims_headlines, claims_summary,  # noqa: E402
-                                          claims_table)
 
 CLAIMS_CMD = "inferlab record (each chapter's full run; the report card judged on the records)"
 COLDSTART = ("coldstart-xeon.json",
