@@ -243,6 +243,14 @@ def test_every_chapter_with_an_engine_measures_on_smollm2_in_smoke_runs_too(resu
 # the measured claims whose falsification tests/test_claims_falsifiable.py runs (14-stacks:
 # tests/test_claims_stacks.py; chapter 15's: tests/test_claims_ch15.py): with the effect in place (the smoke run above) each holds,
 # fully or smaller
+# At smoke size this claim's effect on the wall clock is within the noise line
+# (verdicts.WALL_NOISE): continuous batching answered 1.14x sooner (median E2E) with 12
+# requests on 3 seats and 96-token caps, 1.21-1.23x with 160- and 192-token caps, on the
+# 2-core EPYC (2026-12-06); its full run (32 requests, 8 seats) measured 1.50x. So the smoke
+# run cannot show it, and this test reads its full run's record (which
+# test_records.py::test_a_committed_record_judges_as_it_says re-judges); the falsification
+# (static on both sides, tests/test_claims_falsifiable.py) must still say "does not hold".
+BELOW_NOISE_AT_SMOKE_SIZE = ("05-response-time",)
 FALSIFIED = ("01-stateless", "01-later-turns", "02-languages", "02-tokenizers",
              "03-prefill-decode", "03-decode-context", "03-model-sizes", "04-kv-waste",
              "04-paged-throughput", "05-throughput", "05-response-time",
@@ -283,6 +291,11 @@ def test_the_measured_claims_hold_with_the_effect_in_place(results):
         v = by_id[cid]
         if source[cid] == "recorded":
             assert v.verdict == card[cid]["verdict"] and "recorded on " in v.reason, (cid, v)
+            continue
+        if cid in BELOW_NOISE_AT_SMOKE_SIZE:        # judged on its full run's record instead
+            from inferlab.lab import records
+            rec = {r["id"]: r for r in records.load(f"ch{cid[:2]}")["verdicts"]}
+            assert rec[cid]["verdict"] in (HOLDS, HOLDS_SMALLER), (cid, rec[cid])
             continue
         if v.warning:
             assert v.warning.startswith("WARNING: busy machine") and v.warning in str(v), cid
