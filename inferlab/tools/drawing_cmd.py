@@ -4,7 +4,10 @@ gallery` and `inferlab claims` (drawn from the records; `--measure` measures aga
 at small sizes, and says so)."""
 from __future__ import annotations
 
+import pathlib
 import sys
+
+SMOKE_RECORDS = pathlib.Path("build") / "records-smoke"   # `inferlab record --smoke` writes here
 
 
 def _measure_or_records(args) -> bool:
@@ -37,13 +40,16 @@ def _record(args) -> int:
         else chapter_modules()
     if args.rejudge:           # today's judges on the recorded measurements; nothing measured
         names = [n for n in names if n in records.recorded()]
+    # a trial run at smoke sizes never replaces the full runs everything draws from
+    root = SMOKE_RECORDS if args.smoke else None
     for name in (bar := tqdm(names, desc="rejudge" if args.rejudge else "record",
                              unit="chapter")):
         bar.set_postfix_str(name)
-        out = records.rejudge(name) if args.rejudge else records.record(name, smoke=args.smoke)
+        out = records.rejudge(name) if args.rejudge else \
+            records.record(name, smoke=args.smoke, root=root)
         print(f"wrote {out}", file=sys.stderr)
     if (not args.id or "views" in args.id) and not args.rejudge:
-        print(f"wrote {record_views(smoke=args.smoke)}", file=sys.stderr)
+        print(f"wrote {record_views(smoke=args.smoke, root=root)}", file=sys.stderr)
     if names and not args.smoke and records.recorded() == chapter_modules():
         from inferlab.lab import claims, report    # the report card, judged on the records
         cmd = "inferlab claims (the records)"
@@ -99,7 +105,8 @@ def add_commands(sub) -> None:
                         "and README draw")
     rc.add_argument("--id", nargs="+", default=None,
                     help="chapters (e.g. ch05), or views (the gallery's views); default all")
-    rc.add_argument("--smoke", action="store_true", help="small workloads (a trial run)")
+    rc.add_argument("--smoke", action="store_true", help="small workloads (a trial run, "
+                    f"written to {SMOKE_RECORDS}/, never over the full runs)")
     rc.add_argument("--rejudge", action="store_true", help="judge the recorded measurements "
                     "again (a judge changed) and rewrite their verdicts; measures nothing")
     rc.set_defaults(fn=_record)
