@@ -15,7 +15,7 @@ import json
 import os
 
 from .chapters import _kit, chapter_modules  # noqa: F401 (chapter_modules: book's API too)
-from .chapters._display import SMOKE_MARK      # a smoke figure says so, as in the notebooks
+from .chapters._display import smoke_marked    # a smoke figure says so, as in the notebooks
 
 
 def chapter_figure(name: str, smoke: bool = False, measure: bool | None = None, theme=None):
@@ -34,7 +34,7 @@ def chapter_figure(name: str, smoke: bool = False, measure: bool | None = None, 
             kw["deterministic"] = True
         fig = mod.figure(mod.measure(**kw))
         if smoke:
-            fig.update_layout(title_text=(fig.layout.title.text or name) + SMOKE_MARK)
+            fig = smoke_marked(fig, name)
     if theme not in (None, "light", "dark"):
         raise ValueError(f"theme must be light or dark, got {theme!r}")
     if theme == "dark":      # the dark template's page, text and grid (figures.py)

@@ -16,6 +16,7 @@ measurement that was written, type for type, and the same record gives the same 
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib
 import json
@@ -79,9 +80,12 @@ def _hashable(k):
     return tuple(_hashable(v) for v in k) if isinstance(k, (list, tuple)) else k
 
 
+def _text(data) -> str:
+    return json.dumps(_enc(data), separators=(",", ":"))
+
+
 def dumps(data) -> bytes:
-    text = json.dumps(_enc(data), sort_keys=False, separators=(",", ":"))
-    return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+    return gzip.compress(_text(data).encode("utf-8"), compresslevel=9, mtime=0)
 
 
 def loads(blob: bytes):
@@ -146,16 +150,31 @@ def record(chapter, smoke: bool = False, command: str | None = None, root=None,
         data = mod.measure(smoke=smoke)
         claims_data = mod.measure_for_claims(smoke) if hasattr(mod, "measure_for_claims") \
             else data
-    judged = [(c.id, c.assess(claims_data)) for c in getattr(mod, "CLAIMS", ())]
-    same = dumps(claims_data) == dumps(data)
-    rec = {"record": 1, "chapter": name, "smoke": smoke,
-           "workload": workload_id(name, smoke),
+    rec = {"record": 1, "chapter": name, "smoke": smoke, "workload": workload_id(name, smoke),
            **protocol.result_meta(command or f"inferlab record --id {name[:4]}"
                                   + (" --smoke" if smoke else "")),
-           "verdicts": verdict_rows(judged),
-           "numbers": numbers(judged, workload_id(name, smoke)),
-           "data": data, "claims_data": None if same else claims_data}
-    out = path(name, root)
+           "data": data, "claims_data": None if _text(claims_data) == _text(data) else claims_data}
+    return write(path(name, root), _judged(rec))
+
+
+def rejudge(chapter, root=None) -> pathlib.Path:
+    """Judge a record's measurement again with today's judges and rewrite its verdicts and
+    numbers (a judge changed; nothing is measured). The record's meta stays that of its run."""
+    p = path(chapter, root)
+    return write(p, _judged(read(p)))
+
+
+def _judged(rec: dict) -> dict:
+    """``rec`` with the verdicts of its chapter's claims on its measurement, and their numbers."""
+    data = rec["claims_data"] if rec.get("claims_data") is not None else rec["data"]
+    mod = importlib.import_module(f"inferlab.lab.chapters.{rec['chapter']}")
+    judged = [(c.id, c.assess(data)) for c in getattr(mod, "CLAIMS", ())]
+    return {**rec, "verdicts": verdict_rows(judged), "numbers": numbers(judged, rec["workload"])}
+
+
+def write(out, rec: dict) -> pathlib.Path:
+    """Write a record whole or not at all (another process sees the old file or the new)."""
+    out = pathlib.Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(dumps(rec))
@@ -163,33 +182,25 @@ def record(chapter, smoke: bool = False, command: str | None = None, root=None,
     return out
 
 
-def rejudge(chapter, root=None) -> pathlib.Path:
-    """Judge a record's measurement again with today's judges and rewrite its verdicts and
-    numbers (a judge changed; nothing is measured). The record's meta stays that of its run."""
-    p = path(chapter, root)
-    rec = loads(p.read_bytes())
-    data = rec["claims_data"] if rec.get("claims_data") is not None else rec["data"]
-    mod = importlib.import_module(f"inferlab.lab.chapters.{rec['chapter']}")
-    judged = [(c.id, c.assess(data)) for c in getattr(mod, "CLAIMS", ())]
-    rec.update(verdicts=verdict_rows(judged), numbers=numbers(judged, rec["workload"]))
-    p.write_bytes(dumps(rec))
-    return p
+def read(p) -> dict:
+    """A record file as written (no chapter lookup: the views' record too)."""
+    return loads(pathlib.Path(p).read_bytes())
 
 
-class _shared_measurements:
+@contextlib.contextmanager
+def _shared_measurements():
     """Within a record, the claims' measurement reuses the notebook's where the two calls are
     the same (``measure_cache``): a temporary cache unless the caller set one."""
-    def __enter__(self):
-        from .measure_cache import ENV
-        self._tmp = None if os.environ.get(ENV) else tempfile.TemporaryDirectory()
-        if self._tmp:
-            os.environ[ENV] = self._tmp.name
-
-    def __exit__(self, *exc):
-        from .measure_cache import ENV
-        if self._tmp:
+    from .measure_cache import ENV
+    if os.environ.get(ENV):
+        yield
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ[ENV] = tmp
+        try:
+            yield
+        finally:
             os.environ.pop(ENV, None)
-            self._tmp.cleanup()
 
 
 class NoRecord(FileNotFoundError):
@@ -206,7 +217,7 @@ def load(chapter, root=None) -> dict:
         raise NoRecord(f"no record of {name} at {p}: measure it with `inferlab record --id "
                        f"{name[:4]}` (the chapter's full run), or draw from a new measurement "
                        f"with --measure")
-    rec = loads(p.read_bytes())
+    rec = read(p)
     rec["claims"] = rec.pop("claims_data") if rec.get("claims_data") is not None \
         else rec["data"]
     return rec
@@ -221,7 +232,7 @@ def recorded() -> list[str]:
 def meta_of_all(command: str) -> dict:
     """What a surface judged on every record says it came from: the first and last dates,
     the CPU (model, flags, cores) if one, and the highest load any record was written at."""
-    metas = [loads((ROOT / f"{n}{SUFFIX}").read_bytes()) for n in recorded()]
+    metas = [read(ROOT / f"{n}{SUFFIX}") for n in recorded()]
     metas = [{k: m.get(k) for k in ("date", "cpu", "flags", "cores", "load")} for m in metas]
     one = lambda k: metas[0][k] if len({repr(m[k]) for m in metas}) == 1 else "several"
     dates = sorted(m["date"] for m in metas)

@@ -57,10 +57,8 @@ def record_views(smoke: bool = False, root=None) -> str:
     rec = {"record": 1, "chapter": VIEWS, "smoke": smoke,
            **protocol.result_meta("inferlab record --id views" + (" --smoke" if smoke else "")),
            "data": _view_traces(smoke)}
-    out = pathlib.Path(root or records.ROOT) / f"{VIEWS}{records.SUFFIX}"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(records.dumps(rec))
-    return os.fspath(out)
+    return os.fspath(records.write(pathlib.Path(root or records.ROOT) /
+                                   f"{VIEWS}{records.SUFFIX}", rec))
 
 
 def view_figures(smoke: bool = False, measure: bool | None = None
@@ -77,7 +75,7 @@ def view_figures(smoke: bool = False, measure: bool | None = None
         if not path.exists():
             raise records.NoRecord(f"no record of the views at {path}: write it with "
                                    "`inferlab record --id views`, or pass --measure")
-        data = records.loads(path.read_bytes())["data"]
+        data = records.read(path)["data"]
     tr = {k: Trace.from_dict(v) for k, v in data["traces"].items()}
     n = data["questions"]
     out = []
@@ -111,8 +109,7 @@ def _source(stem: str) -> str:
     """The record a picture was drawn from, in one line."""
     from inferlab.lab import records
     name = VIEWS if not stem.startswith("ch") else stem
-    rec = records.loads((records.ROOT / f"{name}{records.SUFFIX}").read_bytes())
-    return records.source_line(rec)
+    return records.source_line(records.read(records.ROOT / f"{name}{records.SUFFIX}"))
 
 
 def _size(fig, width: int, height: int) -> tuple[int, int]:

@@ -112,7 +112,7 @@ def _all_numbers(root) -> list[tuple[str, dict]]:
     root = pathlib.Path(root)
     rows = []
     for p in sorted((root / "docs" / "results" / "chapters").glob(f"*{records.SUFFIX}")):
-        rows += [(p.name, n) for n in records.loads(p.read_bytes()).get("numbers") or []]
+        rows += [(p.name, n) for n in records.read(p).get("numbers") or []]
     for p in sorted((root / "docs" / "results").glob("*.json")):
         data = json.loads(p.read_text())
         rows += [(p.name, n) for n in (data.get("numbers") or [] if isinstance(data, dict)

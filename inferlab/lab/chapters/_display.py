@@ -36,15 +36,23 @@ def bundle(fig, width: int = 1000, height: int = 480) -> dict:
 SMOKE_MARK = " · smoke run: small sizes, not the recorded numbers"
 
 
+def smoke_marked(fig, name: str = ""):
+    """A copy of ``fig`` whose title says it is a smoke run (its numbers are not the
+    chapter's recorded ones); the caller's figure stays as it was."""
+    if SMOKE_MARK in (fig.layout.title.text or ""):
+        return fig
+    fig = type(fig)(fig)
+    return fig.update_layout(title_text=(fig.layout.title.text or name) + SMOKE_MARK)
+
+
 def show(fig, width: int = 1000, height: int = 480) -> None:
     """Display ``fig``; in a smoke run (INFERLAB_SMOKE=1: CI, a quick look) its title says
-    so, since its numbers are not the chapter's recorded ones."""
+    so (``smoke_marked``)."""
     from IPython.display import display
 
     from . import smoke
-    if smoke() and SMOKE_MARK not in (fig.layout.title.text or ""):
-        fig = type(fig)(fig)                   # the caller's figure stays as it was
-        fig.update_layout(title_text=(fig.layout.title.text or "") + SMOKE_MARK)
+    if smoke():
+        fig = smoke_marked(fig)
     display(bundle(fig, width, height), raw=True)
 
 
