@@ -225,3 +225,76 @@ def test_figures_take_colours_by_meaning(path):
             for h in raw_hues(line)]
     assert not hits, (f"{path.name} uses raw hues; take a meaning (palette.PHASE[...], "
                       f"POLICY, CACHE, VERDICT, SERIES, sequence): {hits}")
+
+
+# --- one meaning per colour, told apart at a glance (issue 42) -------------------------------
+# Machado, Oliveira and Fernandes (2009), severity 1.0: linear-RGB matrices simulating the
+# three dichromacies (what a reader without one cone type sees)
+CVD = {"protan": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216),
+                  (-0.003882, -0.048116, 1.051998)),
+       "deutan": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413),
+                  (-0.011820, 0.042940, 0.968881)),
+       "tritan": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602),
+                  (0.004733, 0.691367, 0.303900))}
+CVD_GAP = 10.0       # within a family, two meanings stay this far apart for every reader
+
+
+def simulate(color: str, kind: str) -> str:
+    h = color.lstrip("#")
+    lin = [(c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4)
+           for c in (int(h[i:i + 2], 16) / 255 for i in (0, 2, 4))]
+    out = [min(1.0, max(0.0, sum(m * v for m, v in zip(row, lin)))) for row in CVD[kind]]
+    srgb = [12.92 * v if v <= 0.0031308 else 1.055 * v ** (1 / 2.4) - 0.055 for v in out]
+    return "#" + "".join(f"{round(v * 255):02X}" for v in srgb)
+
+
+def _hues():
+    return [(fam, k, c) for fam, d in palette.FAMILIES.items() for k, c in d.items()
+            if not palette.is_grey(c)]
+
+
+def test_lab_matches_published_values():
+    # CIE L*a*b* of sRGB primaries (D65), as colour-science tables give them
+    for hexc, ref in (("#FF0000", (53.24, 80.09, 67.20)), ("#0000FF", (32.30, 79.19, -107.86)),
+                      ("#FFFFFF", (100.0, 0.0, 0.0))):
+        assert all(abs(a - b) < 0.3 for a, b in zip(palette.lab(hexc), ref)), hexc
+
+
+def test_families_are_told_apart():
+    """No hue of one family within FAMILY_GAP (CIE76) of a hue of another, nor of a grey:
+    decode's green is not "holds"' green, continuous' pink is no model part."""
+    hues = _hues()
+    greys = {c for d in palette.FAMILIES.values() for c in d.values() if palette.is_grey(c)}
+    greys |= {*palette.SERIES.values(), palette.INK, palette.MUTED, palette.MUTED_TEXT}
+    close = [(a[:2], b[:2], round(palette.distance(a[2], b[2]), 1))
+             for i, a in enumerate(hues) for b in hues[i + 1:]
+             if a[0] != b[0] and palette.distance(a[2], b[2]) < palette.FAMILY_GAP]
+    close += [(a[:2], g, round(palette.distance(a[2], g), 1)) for a in hues for g in greys
+              if palette.distance(a[2], g) < palette.FAMILY_GAP]
+    assert not close, close
+
+
+def test_the_gap_check_can_fail():
+    """The check above catches the clash issue 42 found: the old "holds" green beside decode."""
+    assert palette.distance("#117733", palette.PHASE["decode"]) < palette.FAMILY_GAP
+    assert palette.family_of(palette.PHASE["decode"]) == ("phase", "decode")
+    assert palette.family_of("#117733") is None and palette.is_grey(palette.SERIES["main"])
+
+
+@pytest.mark.parametrize("kind", sorted(CVD))
+def test_each_family_survives_colour_blindness(kind):
+    """Inside a family every two meanings stay apart for a reader with a dichromacy, on the
+    white page and the dark one (the page itself: no hue vanishes into it)."""
+    bad = []
+    for fam, d in palette.FAMILIES.items():
+        items = [(k, simulate(c, kind)) for k, c in d.items()]
+        bad += [(fam, a, b, round(palette.distance(ca, cb), 1))
+                for i, (a, ca) in enumerate(items) for b, cb in items[i + 1:]
+                if palette.distance(ca, cb) < CVD_GAP]
+        for theme in ("light", "dark"):
+            page = palette.NEUTRAL[theme]["bg"]
+            seen = [(k, simulate(c if theme == "light" else palette.on_dark(c), kind))
+                    for k, c in d.items()]
+            bad += [(fam, k, theme, round(palette.distance(c, page), 1)) for k, c in seen
+                    if palette.distance(c, page) < CVD_GAP and c.upper() != page]
+    assert not bad, bad

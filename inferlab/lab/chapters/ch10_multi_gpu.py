@@ -76,7 +76,7 @@ def figure(data: dict):
                       row=1, col=1)
         # the cross on top of the stack (weights are drawn over the KV cache)
         fig.add_trace(go.Bar(x=x, y=[r["weights_gb"] for r in rows], name="weights",
-                             marker_color=palette.SERIES["baseline"], showlegend=i == 0,
+                             marker_color=palette.PART["weights"], showlegend=i == 0,
                              text=too_big, textposition="outside", cliponaxis=False,
                              textfont=dict(size=14), legendgroup="w"),
                       row=1, col=1)

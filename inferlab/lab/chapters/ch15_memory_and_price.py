@@ -88,10 +88,10 @@ def summary(data: dict) -> str:
 
 
 # --- the figure ------------------------------------------------------------------------------
-# parts of one whole in greys (palette.SERIES); the KV cache by its blocks' states
-PART_COLORS = {"weights": palette.SERIES["main"], "KV cache, holding tokens": palette.CACHE["used"],
+# the model's parts (palette.PART), the KV cache by its blocks' states, the rest in greys
+PART_COLORS = {"weights": palette.PART["weights"], "KV cache, holding tokens": palette.CACHE["used"],
                "KV cache, reserved and free": palette.CACHE["free"],
-               "activations and workspace": palette.INK,
+               "activations and workspace": palette.PART["activations"],
                "everything else": palette.SERIES["baseline"],
                "GPU memory left free": palette.SERIES["band"]}
 
