@@ -104,15 +104,37 @@ def export_failed(what: str, exc: BaseException) -> str:
     return msg
 
 
-def save(fig: go.Figure, path, width: int = 900, height: int = 450, scale: float = 2.0) -> str:
-    """Write ``fig`` to .svg, .png or .pdf (by the extension) with kaleido."""
+def save(fig: go.Figure, path, width: int = 900, height: int = 450, scale: float = 2.0,
+         profile: str | None = None, source: str | None = None, cores: int | None = None,
+         extra=()) -> str:
+    """Write ``fig`` to .svg, .png or .pdf (by the extension) with kaleido.
+
+    ``profile="article"`` (``inferlab.lab.article``): the figure as an article prints it, at
+    the column width and device scale 2, its light twin at ``path``, the dark one beside it
+    (``name-dark.ext``), and ``name.caption.md`` and ``name.alt.txt`` with what left the
+    picture (the clock in full, the caveats, ``source``: the record's line, ``extra``);
+    ``width``, ``height`` and ``scale`` are the profile's then. Returns ``path``."""
     path = os.fspath(path)
-    ext = os.path.splitext(path)[1].lower()
+    stem, ext = os.path.splitext(path)
+    ext = ext.lower()
     if ext not in FORMATS:
         raise InvalidInputError(f"cannot save a figure as {ext or 'a file without extension'!r}:"
                                 f" use one of {', '.join(FORMATS)}")
-    data = to_image(fig, ext[1:], width, height, scale if ext == ".png" else 1.0)
+    if profile not in (None, "notebook", "article"):
+        raise InvalidInputError(f"unknown figure profile {profile!r}: use 'article' (or None)")
     from inferlab.observe.files import write_file   # a clear error naming the path
+    if profile == "article":
+        from inferlab.lab import article
+        for dark, out in ((False, path), (True, f"{stem}-dark{ext}")):
+            twin = article.profile(fig, dark=dark, cores=cores)
+            data = to_image(twin, ext[1:], twin.layout.width, twin.layout.height,
+                            article.SCALE if ext == ".png" else 1.0)
+            write_file(out, data, "the figure")
+        text, alt = article.caption(fig, source=source, cores=cores, extra=extra)
+        write_file(stem + ".caption.md", text.encode(), "the figure's caption")
+        write_file(stem + ".alt.txt", alt.encode(), "the figure's alt text")
+        return path
+    data = to_image(fig, ext[1:], width, height, scale if ext == ".png" else 1.0)
     return write_file(path, data, "the figure")
 
 
