@@ -213,5 +213,6 @@ def caption(fig: go.Figure, source: str | None = None, cores: int | None = None,
     what = {"bar": "bars", "scatter": "lines and points", "heatmap": "a grid",
             "waterfall": "a waterfall"}
     drawn = "; ".join(f"{what.get(k, k)} for {', '.join(v[:8])}" for k, v in kinds.items())
-    alt = f"{plain}." + (f" Drawn: {drawn}." if drawn else "") + (f" {tag}." if tag else "")
+    alt = f"{plain}." + (f" Drawn: {drawn}." if drawn else "") + (
+        f" {tag[0].upper() + tag[1:]}." if tag else "")
     return "\n\n".join(lines) + "\n", alt + "\n"

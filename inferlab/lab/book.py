@@ -18,28 +18,48 @@ from .chapters import _kit, chapter_modules  # noqa: F401 (chapter_modules: book
 from .chapters._display import smoke_marked    # a smoke figure says so, as in the notebooks
 
 
-def chapter_figure(name: str, smoke: bool = False, measure: bool | None = None, theme=None):
-    """Chapter ``name``'s plotly figure: from its record, or (``measure``, implied by
-    ``smoke``) from a new seeded measurement, deterministic where the chapter can be."""
+def _data(name: str, smoke: bool, measure: bool | None):
+    """(chapter module, its measurement): from the record, or measured again (seeded)."""
     from . import records
     mod = importlib.import_module(f"inferlab.lab.chapters.{name}")
     if measure is None:
         measure = smoke
     if not measure:
-        fig = mod.figure(records.load(name)["data"])
-    else:
-        _kit.seed_everything(0)
-        kw = {"smoke": smoke}
-        if "deterministic" in inspect.signature(mod.measure).parameters:
-            kw["deterministic"] = True
-        fig = mod.figure(mod.measure(**kw))
-        if smoke:
-            fig = smoke_marked(fig, name)
+        return mod, records.load(name)["data"]
+    _kit.seed_everything(0)
+    kw = {"smoke": smoke}
+    if "deterministic" in inspect.signature(mod.measure).parameters:
+        kw["deterministic"] = True
+    return mod, mod.measure(**kw)
+
+
+def _finish(fig, name: str, smoke: bool, theme):
+    if smoke:
+        fig = smoke_marked(fig, name)
     if theme not in (None, "light", "dark"):
         raise ValueError(f"theme must be light or dark, got {theme!r}")
     if theme == "dark":      # the dark template's page, text and grid (figures.py)
         fig.update_layout(template="inferlab_dark")
     return fig
+
+
+def chapter_figure(name: str, smoke: bool = False, measure: bool | None = None, theme=None):
+    """Chapter ``name``'s plotly figure: from its record, or (``measure``, implied by
+    ``smoke``) from a new seeded measurement, deterministic where the chapter can be."""
+    mod, data = _data(name, smoke, measure)
+    return _finish(mod.figure(data), name, smoke, theme)
+
+
+def chapter_figures(name: str, smoke: bool = False, measure: bool | None = None,
+                    theme=None) -> list[tuple[str, object]]:
+    """(file stem, figure) for each of chapter ``name``'s figures: a chapter that makes
+    several points draws one figure for each (its ``figures(data)``: {suffix: figure}, the
+    first its main one, stem ``name``, the others ``name-suffix``); else its ``figure``."""
+    mod, data = _data(name, smoke, measure)
+    many = getattr(mod, "figures", None)
+    figs = many(data) if many else {"": mod.figure(data)}
+    return [(name + (f"-{k}" if k else ""), _finish(f, name, smoke, theme))
+            for k, f in figs.items()]
 
 
 def figure_json(fig) -> str:
@@ -48,7 +68,7 @@ def figure_json(fig) -> str:
 
 
 def build_all(out_dir, smoke: bool = False, only=None, formats=(".svg", ".png", ".pdf"),
-              measure: bool | None = None, theme=None) -> list:
+              measure: bool | None = None, theme=None, profile: str | None = None) -> list:
     """Write every chapter's figure under ``out_dir`` (``only``: chapters, "ch05" or names);
     returns the paths written."""
     from tqdm.auto import tqdm
@@ -59,13 +79,29 @@ def build_all(out_dir, smoke: bool = False, only=None, formats=(".svg", ".png", 
     written = []
     for name in (bar := tqdm(names, desc="figures", unit="chapter")):
         bar.set_postfix_str(name)
-        fig = chapter_figure(name, smoke=smoke, measure=measure, theme=theme)
-        base = os.path.join(out_dir, name)
-        with open(base + ".json", "w", encoding="utf-8") as f:
-            f.write(figure_json(fig))
-        written.append(base + ".json")
-        # a figure that sets its own size (two rows of panels: taller) is drawn at it
-        size = dict(width=fig.layout.width or 1000, height=fig.layout.height or 500)
-        for ext in formats:
-            written.append(save(fig, base + ext, **size))
+        for stem, fig in chapter_figures(name, smoke=smoke, measure=measure, theme=theme):
+            base = os.path.join(out_dir, stem)
+            with open(base + ".json", "w", encoding="utf-8") as f:
+                f.write(figure_json(fig))
+            written.append(base + ".json")
+            if profile == "article":     # light and dark twins, caption and alt text
+                notes = {"cores": os.cpu_count()} if measure or smoke else record_notes(name)
+                for ext in formats:
+                    written.append(save(fig, base + ext, profile="article", **notes))
+                continue
+            # a figure that sets its own size (two rows of panels: taller) is drawn at it
+            size = dict(width=fig.layout.width or 1000, height=fig.layout.height or 500)
+            for ext in formats:
+                written.append(save(fig, base + ext, **size))
     return written
+
+
+def record_notes(name: str) -> dict:
+    """What an article figure's caption says of the record it came from: ``source`` (date,
+    CPU, file in one line), ``cores`` and ``extra`` (each judged claim: verdict, measured)."""
+    from . import records
+    rec = records.read(records.ROOT / f"{name}{records.SUFFIX}")
+    extra = [f"Claim {v['id']}: {v['verdict']}" + (f", {v['measured']}" if v.get("measured")
+                                                    else "") + "."
+             for v in rec.get("verdicts", [])]
+    return {"source": records.source_line(rec), "cores": rec.get("cores"), "extra": extra}

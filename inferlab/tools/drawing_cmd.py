@@ -19,7 +19,7 @@ def _measure_or_records(args) -> bool:
 def _figures(args) -> int:
     from inferlab.lab.book import build_all
     build_all(args.out, smoke=args.smoke, only=args.id or None, theme=args.theme,
-              measure=_measure_or_records(args))
+              measure=_measure_or_records(args), profile=args.profile)
     return 0
 
 
@@ -90,6 +90,9 @@ def add_commands(sub) -> None:
     f.add_argument("--out", default="figures")
     f.add_argument("--id", nargs="+", default=None, help="chapters (e.g. ch05)")
     f.add_argument("--theme", choices=["light", "dark"], default=None)
+    f.add_argument("--profile", choices=["notebook", "article"], default="notebook",
+                   help="article: 800 px column at 2x, text >= 14 px, light and dark twins, "
+                        "the caveats in NAME.caption.md and NAME.alt.txt")
     f.add_argument("--measure", action="store_true", help=measure_help)
     f.add_argument("--smoke", action="store_true", help=smoke_help)
     f.set_defaults(fn=_figures)

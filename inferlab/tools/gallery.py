@@ -99,36 +99,34 @@ def view_figures(smoke: bool = False, measure: bool | None = None
 
 def chapter_figures(smoke: bool = False, only=None, measure: bool | None = None
                     ) -> list[tuple[str, str, object]]:
-    from inferlab.lab.book import chapter_figure, chapter_modules
-    names = [n for n in chapter_modules() if not only or n in only or n[:4] in only]
-    return [(n, n.replace("_", " ", 1).replace("_", " "),
-             chapter_figure(n, smoke=smoke, measure=measure)) for n in names]
+    """(file stem, caption, figure) for each chapter figure (a chapter may draw several)."""
+    from inferlab.lab import book
+    names = [n for n in book.chapter_modules() if not only or n in only or n[:4] in only]
+    return [(stem, stem.replace("_", " ", 1).replace("_", " ").replace("-", ": "), fig)
+            for n in names for stem, fig in book.chapter_figures(n, smoke=smoke,
+                                                                  measure=measure)]
 
 
-def _source(stem: str) -> str:
-    """The record a picture was drawn from, in one line."""
-    from inferlab.lab import records
-    name = VIEWS if not stem.startswith("ch") else stem
-    return records.source_line(records.read(records.ROOT / f"{name}{records.SUFFIX}"))
-
-
-def _size(fig, width: int, height: int) -> tuple[int, int]:
-    return fig.layout.width or width, fig.layout.height or height
+def _record_of(stem: str) -> str:
+    return VIEWS if not stem.startswith("ch") else stem.split("-")[0]
 
 
 def build(out_dir="docs/gallery", smoke: bool = False, only=None, views: bool = True,
           measure: bool | None = None) -> str:
-    """Render every picture into ``out_dir`` and write its README.md; returns that path.
-    The pictures are drawn from the records (no measuring) unless ``measure`` or ``smoke``."""
+    """Render every picture into ``out_dir`` in the article profile (light and dark twins,
+    caption and alt text beside each: ``figures.save(..., profile="article")``) and write
+    its README.md; returns that path. The pictures are drawn from the records (no
+    measuring) unless ``measure`` or ``smoke``."""
     from tqdm.auto import tqdm
 
+    from inferlab.lab.book import record_notes
     from inferlab.lab.figures import save
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections = []
     if views:
-        sections.append(("Views", view_figures(smoke, measure), (1000, 460)))
-    sections.append(("Chapter figures", chapter_figures(smoke, only, measure), (1000, 500)))
+        sections.append(("Views", view_figures(smoke, measure)))
+    sections.append(("Chapter figures", chapter_figures(smoke, only, measure)))
     drawn = (f"measured on {datetime.date.today().isoformat()}" if measure or smoke else
              "drawn from the recorded runs in docs/results/chapters (each caption says when "
              "and on which CPU its run was recorded)")
@@ -137,21 +135,29 @@ def build(out_dir="docs/gallery", smoke: bool = False, only=None, views: bool = 
              + (" --smoke" if smoke else " --measure" if measure else "") + "` drew them: "
              + drawn + " (SmolLM2-135M-Instruct, real weights"
              + ("; smoke run: small sizes, not the recorded numbers" if smoke else "") + "). "
-             "Each is the same plotly figure JupyterLab shows and the exports write.", ""]
-    pictures = [(title, item, size) for title, items, size in sections for item in items]
-    for title, (stem, caption, fig), size in tqdm(pictures, desc="gallery", unit="figure"):
+             "Each is the same plotly figure JupyterLab shows, in the article profile (800 px "
+             "column at 2x, text at least 14 px); beside each PNG lie its dark twin "
+             "(`-dark.png`), its caption (`.caption.md`) and its alt text (`.alt.txt`).", ""]
+    pictures = [(title, item) for title, items in sections for item in items]
+    notes: dict[str, dict] = {}
+    for title, (stem, caption, fig) in tqdm(pictures, desc="gallery", unit="figure"):
         if f"## {title}" not in lines:
             lines += [f"## {title}", ""]
-        w, h = _size(fig, *size)
-        save(fig, out / f"{stem}.png", width=w, height=h, scale=2.0)
-        lines += [f"### {caption}", "", f"![{caption}]({stem}.png)", ""]
+        rec = _record_of(stem)
+        if rec not in notes:
+            notes[rec] = {"cores": os.cpu_count()} if measure or smoke else record_notes(rec)
+        save(fig, out / f"{stem}.png", profile="article", **notes[rec])
+        alt = (out / f"{stem}.alt.txt").read_text(encoding="utf-8").strip()
+        lines += [f"### {caption}", "", f"![{alt}]({stem}.png)", "",
+                  f"dark twin: [{stem}-dark.png]({stem}-dark.png) · caption: "
+                  f"[{stem}.caption.md]({stem}.caption.md)", ""]
         if not (measure or smoke):
-            lines[-1:] = ["", f"<sub>{_source(stem)}</sub>", ""]
+            lines[-1:] = ["", f"<sub>{notes[rec]['source']}</sub>", ""]
     path = out / "README.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     if not (measure or smoke):     # what the records draw: a later draw must give the same
         (out / FINGERPRINTS).write_text(json.dumps(
-            {stem: fingerprint(fig) for _, (stem, _, fig), _ in pictures}, indent=1) + "\n")
+            {stem: fingerprint(fig) for _, (stem, _, fig) in pictures}, indent=1) + "\n")
     return os.fspath(path)
 
 
