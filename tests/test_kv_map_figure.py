@@ -110,6 +110,12 @@ def test_shared_and_cached_marked_only_when_present(shared):
     assert len(sh.x) == 2 and sh.marker.color == palette.CACHE["shared"] and sh.showlegend
     assert "in the prefix cache" in _names(fig)
     assert WASTE in _names(fig)            # the last blocks' empty slots
+    # the shared block is shared in both panels: purple on the map and in the block table,
+    # and labelled with how many requests point at it
+    table = [t for t in fig.data if t.name == "shared (ref > 1)" and t.xaxis == "x2"]
+    assert len(table) == 1 and len(table[0].x) == 2 * 4      # two blocks of 4 slots
+    labels = next(t for t in fig.data if t.name == "labels")
+    assert "×2" in labels.text
 
 
 def test_block_table_with_token_text(shared):
@@ -161,10 +167,15 @@ def test_same_structure_in_every_state(contiguous, shared):
 
 def test_dark_theme(contiguous):
     _, tr = contiguous
-    fig = KVBlockMap(tr).figure(dark=True)
+    kv = KVBlockMap(tr)
+    kv.cursor = 0
+    fig = kv.figure(dark=True)
     assert fig.layout.template.layout.paper_bgcolor == palette.NEUTRAL["dark"]["bg"]
+    # a label sits inside its block: on the fill in the fill's text colour, on a nearly
+    # empty block (the contiguous reservation's tail) in the page's text colour
     labels = next(t for t in fig.data if t.name == "labels")
-    assert labels.textfont.color == palette.NEUTRAL["dark"]["fg"]
+    assert labels.textfont.color and \
+        set(labels.textfont.color) <= {palette.ON_FILL, palette.NEUTRAL["dark"]["fg"]}
 
 
 def test_widget_shows_the_figure_in_place(shared):

@@ -41,6 +41,7 @@ REDDISH_PURPLE = "#CC79A7"
 INK = "#222222"
 MUTED = "#999999"
 MUTED_TEXT = "#666666"
+ON_FILL = "#F7F7F7"     # text written on a filled block (a request id, a token): both themes
 
 # --- one meaning per colour (issue 26) --------------------------------------------------------
 # what a request is doing: a phase; "finished" is a request's end mark (drawn in ink).

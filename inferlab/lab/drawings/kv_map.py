@@ -23,7 +23,7 @@ from inferlab.lab import palette
 CELL = 0.9            # a block's width in map columns (the rest is the gap between blocks)
 ROW = 0.55            # a block's height in rows (the rest leaves room for the labels)
 TABLE_ROWS = 10       # block-table rows drawn before the middle ones are elided
-DOMAINS = ([0.0, 0.558], [0.628, 1.0])     # the map, the block table (paper x)
+GAP = 1.6             # rows of space between the map and the block table under it
 
 
 def size(nbytes: float) -> str:
@@ -150,10 +150,12 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
             groups["waste"].append((x + part, y, CELL - part, c))
 
     data: list[dict] = []
-    notes = [dict(text=t, x=sum(d) / 2, y=1.0, xref="paper", yref="paper", xanchor="center",
+    trows = len(_table_rows(len(table["blocks"]))) if table else 0
+    map_dom, table_dom = _domains(rows, trows)
+    notes = [dict(text=t, x=0, y=d[1], xref="paper", yref="paper", xanchor="left",
                   yanchor="bottom", showarrow=False, font=dict(size=13))
-             for t, d in zip((_map_title(shown, bs),
-                              _table_title(table)), DOMAINS)]
+             for t, d in zip((_map_title(shown, bs), _table_title(table)),
+                             (map_dom, table_dom))]
 
     def add(key, name, color, **kw):
         g = groups[key]
@@ -181,22 +183,23 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
     _bars(data, "selected request's blocks", [b % cols for b, _ in runs],
           [b // cols for b, _ in runs], [k - 1 + CELL for _, k in runs], "rgba(0,0,0,0)",
           line=dict(width=2, color=fg), showlegend=False)
-    _labels(data, shown, pos, cols, fg)
+    _labels(data, shown, pos, bs, fg)
     hidden = n - rows * cols
     if hidden > 0:
-        notes.append(dict(text=f"blocks {rows * cols}-{n - 1}: free, not drawn", xref="x",
-                          yref="y", x=0, y=rows - 1 + ROW / 2 + 0.08, xanchor="left",
-                          yanchor="top", showarrow=False, font=dict(size=10, color=fg)))
+        notes.append(dict(text=f"blocks {rows * cols}-{n - 1}: free, not drawn", xref="paper",
+                          yref="paper", x=1, y=map_dom[1], xanchor="right", yanchor="bottom",
+                          showarrow=False, font=dict(size=12, color=fg)))
     axes = {"xaxis": dict(range=[-0.1, cols], showgrid=False, zeroline=False,
-                          showticklabels=False, ticks="", showline=False, domain=DOMAINS[0],
+                          showticklabels=False, ticks="", showline=False, domain=[0.0, 1.0],
                           anchor="y")}
-    span = max(rows, len(_table_rows(len(table["blocks"]))) if table else 0, 6)
-    axes["yaxis"] = dict(range=[span - 0.4 + (0.3 if hidden > 0 and rows == span else 0), -0.75],
+    axes["yaxis"] = dict(range=[rows - 1 + ROW / 2 + 0.1, -ROW / 2 - 0.1],
                          showgrid=False, zeroline=False, ticks="", tickmode="array",
-                         tickvals=list(range(rows)), ticktext=[str(r * cols) for r in range(rows)],
-                         showline=False, title=dict(text="first block in row", font=dict(size=10)),
-                         tickfont=dict(size=9), anchor="x", domain=[0.0, 1.0])
-    axes.update(_block_table(data, table, bs, hatch, used_c, waste_c))
+                         tickvals=list(range(rows)), ticktext=[f"block {r * cols}"
+                                                                for r in range(rows)],
+                         showline=False, tickfont=dict(size=12), anchor="x", domain=map_dom)
+    shared_ids = {c["block"] for c in cells if c["ref"] > 1}
+    axes.update(_block_table(data, table, bs, hatch, (used_c, shared_c), waste_c,
+                             shared_ids, table_dom))
     tokens, slots, sentence = waste_title(cells, bs, layout)
     # a caller's title that names the layout replaces the sentence's "layout:" head
     head = (f"{title}: {sentence.split(': ', 1)[1]}" if title and layout in title
@@ -211,12 +214,26 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
     return {"data": data, "layout": dict(
         template=figures.TEMPLATE + ("_dark" if dark else ""), title=dict(text=head),
         barmode="overlay", bargap=0, hovermode="closest", annotations=notes,
-        # the legend under the block table's slot numbers (at -0.02 it sat on them)
-        legend=dict(orientation="h", y=-0.07, yanchor="top", x=0, xanchor="left",
+        # the legend under the block table's slot numbers
+        legend=dict(orientation="h", y=-0.04, yanchor="top", x=0, xanchor="left",
                     traceorder="normal"),
-        margin=dict(l=55, r=15, t=70, b=60),
-        height=max(450, 170 + 24 * span),     # rows tall enough for their labels (live)
+        margin=dict(l=90, r=15, t=80, b=70),
+        height=_height(rows, trows),
         **axes)}
+
+
+ROW_PX = 36           # a row of blocks or of the block table, in CSS px
+
+
+def _height(rows: int, trows: int) -> int:
+    return 150 + ROW_PX * round(rows + GAP + max(trows, 1) + 0.8)
+
+
+def _domains(rows: int, trows: int) -> tuple[list[float], list[float]]:
+    """(map, block table) y-domains, stacked: each row the same height in both panels."""
+    total = rows + GAP + max(trows, 1)
+    cut = max(trows, 1) / total
+    return [cut + GAP / total, 1.0], [0.0, cut]
 
 
 def _runs(blocks: list[int], cols: int) -> list[tuple[int, int]]:
@@ -239,26 +256,24 @@ def _short(names: list[str]) -> dict[str, str]:
     return {nm: (nm[len(pre):] or nm) for nm in names}
 
 
-def _labels(data, shown, pos, cols, fg) -> None:
-    """Each request's id on the first block of each of its runs in a row (where there is
-    room: a label is skipped when it would run into the previous one; hover names all)."""
+def _labels(data, shown, pos, bs, fg) -> None:
+    """Each request's id inside the first block of each of its runs in a row (hover names
+    every block's owner), in the page's colour: it sits on the block's fill."""
     owners = sorted({c["owner"] for c in shown if c["owner"] is not None}, key=str)
     short = _short([str(o) for o in owners])
-    per_col = 520 / cols / 6.0            # characters a column holds, about (9 px font)
     owner_of = {c["block"]: c["owner"] for c in shown}
-    lx, ly, lt = [], [], []
-    free_at: dict[int, float] = {}
+    lx, ly, lt, lc = [], [], [], []
     for c in shown:
         x, y = pos[c["block"]]
         o = c["owner"]
-        # a run starts where the block before (in memory, maybe on the row above) is another's
-        text = short[str(o)] if o is not None else ""
-        if (o is None or owner_of.get(c["block"] - 1) == o or x < free_at.get(y, 0)
-                or x + len(text) / per_col > cols + 0.5):     # would run past the row's end
+        if o is None or (owner_of.get(c["block"] - 1) == o and x > 0):
             continue
-        lx.append(x), ly.append(y - ROW / 2 - 0.02), lt.append(text)
-        free_at[y] = x + (len(text) + 1) / per_col
-    _text(data, "labels", lx, ly, lt, dict(size=9, color=fg), position="top right")
+        # a shared block is no one request's: it says how many point at it
+        lx.append(x + 0.06), ly.append(y)
+        lt.append(f"×{c['ref']}" if c["ref"] > 1 else short[str(o)])
+        # on the block's fill in the fill's text colour; on a nearly empty block in ink
+        lc.append(palette.ON_FILL if c["fill"] >= 0.4 * bs else fg)
+    _text(data, "labels", lx, ly, lt, dict(size=12, color=lc), position="middle right")
 
 
 def _map_title(shown, bs: int) -> str:
@@ -283,13 +298,16 @@ def _table_rows(nblocks: int) -> list[int | None]:
     return list(range(head)) + [None] + [nblocks - 2, nblocks - 1]
 
 
-def _block_table(data, table, bs, hatch, used_c, waste_c) -> dict:
-    """The block table's traces (into ``data``); returns its axes."""
+def _block_table(data, table, bs, hatch, colours, waste_c, shared_ids, domain) -> dict:
+    """The block table's traces (into ``data``): a shared block's slots (ref > 1, a prefix
+    other requests point at too) in the shared colour, as on the map; returns its axes."""
+    used_c, shared_c = colours
     table = table or {"blocks": [], "tokens": 0}
     blocks, ntok = table["blocks"], int(table["tokens"])
     texts = table.get("texts") or []
     order = _table_rows(len(blocks))
     fx, fy, fw, fh, wx, wy, ww, tx, ty, tt = ([] for _ in range(10))
+    sx, sy, sh = [], [], []
     ticks = []
     for r, i in enumerate(order):
         if i is None:
@@ -300,26 +318,31 @@ def _block_table(data, table, bs, hatch, used_c, waste_c) -> dict:
             p = i * bs + s
             if p < ntok:
                 txt = texts[p] if p < len(texts) else None
-                fx.append(s), fy.append(r), fw.append(CELL)
-                fh.append(f"logical block {i}, slot {s} → physical {blocks[i]}<br>token {p}"
-                          + (f": {txt!r}" if txt is not None else ""))
+                hv = (f"logical block {i}, slot {s} → physical {blocks[i]}<br>token {p}"
+                      + (f": {txt!r}" if txt is not None else ""))
+                if blocks[i] in shared_ids:
+                    sx.append(s), sy.append(r), sh.append(hv + "<br>shared (ref > 1)")
+                else:
+                    fx.append(s), fy.append(r), fw.append(CELL), fh.append(hv)
                 if txt is not None:
                     tx.append(s + CELL / 2), ty.append(r), tt.append(_slot_text(txt))
             else:
                 wx.append(s), wy.append(r), ww.append(CELL)
     _bars(data, "holds tokens", fx, fy, fw, used_c, hover=fh, col=2, showlegend=False)
+    _bars(data, "shared (ref > 1)", sx, sy, [CELL] * len(sx), shared_c, hover=sh, col=2,
+          showlegend=False)
     _bars(data, "reserved, empty (wasted)", wx, wy, ww, "rgba(0,0,0,0)", pattern=hatch,
           line=dict(width=0.5, color=waste_c), col=2, showlegend=False)
-    _text(data, "token text", tx, ty, tt, dict(size=8, color=palette.NEUTRAL["light"]["bg"]),
-          col=2)
+    _text(data, "token text", tx, ty, tt, dict(size=11, color=palette.ON_FILL), col=2)
     n = len(order)
     # slot numbers only over a table (under an empty one they labelled nothing)
     return {"xaxis2": dict(range=[-0.1, bs], showgrid=False, zeroline=False, ticks="",
                            showline=False, tickmode="array", showticklabels=bool(blocks),
                            tickvals=[0.45, bs - 0.55],
-                           ticktext=["slot 0", f"{bs - 1}"], tickfont=dict(size=9),
-                           domain=DOMAINS[1], anchor="y2"),
-            "yaxis2": dict(range=[max(n, 4) - 0.5, -0.6], showgrid=False, zeroline=False,
+                           ticktext=["slot 0", f"slot {bs - 1}"], tickfont=dict(size=12),
+                           domain=[0.0, 1.0], anchor="y2"),
+            "yaxis2": dict(range=[max(n, 1) - 1 + ROW / 2 + 0.1, -ROW / 2 - 0.1],
+                           showgrid=False, zeroline=False,
                            ticks="", tickmode="array", tickvals=list(range(n)), ticktext=ticks,
-                           showline=False, tickfont=dict(size=9), anchor="x2",
-                           domain=[0.0, 1.0])}
+                           showline=False, tickfont=dict(size=12), anchor="x2",
+                           domain=domain)}
