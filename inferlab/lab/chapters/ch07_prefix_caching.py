@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 
 import numpy as np
-from .. import measure_cache, palette
+from .. import measure_cache
 from ..verdicts import (AFTER, COUNTS, ENTER, FAILS, ILLUSTRATION, Claim, Verdict, clock_note,
                         direction, ms, pct, worst, x)
 
@@ -119,61 +119,17 @@ def measure(smoke: bool = False, caching: tuple[bool, bool] = (False, True),
             "clock": agent["cached"]["clock"], "model": agent["cached"]["model"]}
 
 
-def figure(data: dict):
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+def figures(data: dict) -> dict:
+    """One figure per point (``_ch07_figures``): the agent loop's tokens per round (the
+    main one), the shared system prompt's TTFT, and requests arriving together."""
+    from . import _ch07_figures
+    return _ch07_figures.all_figures(data)
 
-    from . import _kit
-    # the arm with the prefix cache in the cache's colour (palette.CACHE), the other grey
-    colors = {"uncached": palette.SERIES["baseline"], "cached": palette.CACHE["cached"]}
-    # the cache's yellow is faint on white: its bars and points get an ink edge, its lines width
-    edge = {"uncached": dict(width=0), "cached": dict(color=palette.INK, width=1)}
-    point = {n: dict(size=8, color=c, line=edge[n]) for n, c in colors.items()}
-    line = {n: dict(color=c, width=3 if n == "cached" else 2) for n, c in colors.items()}
-    fig = make_subplots(rows=1, cols=4, horizontal_spacing=0.07, subplot_titles=(
-        # two short lines each: four panels side by side leave ~230 px a title
-        "agent loop:<br>prompt tokens computed per round", "agent loop:<br>TTFT per round",
-        "shared system prompt:<br>TTFT per request",
-        f"{data['sizes']['together']} arriving together:<br>tokens computed"))
-    for name, r in data["agent"].items():
-        x = list(range(len(r["ttft"])))
-        fig.add_trace(go.Bar(x=x, y=r["computed_tokens"], name=name,
-                             marker=dict(color=colors[name], line=edge[name]),
-                             legendgroup=name), row=1, col=1)
-        fig.add_trace(go.Scatter(x=x, y=[t * 1e3 for t in r["ttft"]], mode="lines+markers",
-                                 name=name, line=line[name], marker=point[name],
-                                 legendgroup=name, showlegend=False), row=1, col=2)
-    prompt = data["agent"]["uncached"]["prompt_tokens"]
-    fig.add_trace(go.Scatter(x=list(range(len(prompt))), y=prompt, mode="lines",
-                             name="whole prompt re-sent", line=dict(dash="dot", color=palette.MUTED)),
-                  row=1, col=1)
-    for name, r in data["shared"].items():
-        fig.add_trace(go.Scatter(x=list(range(len(r["ttft"]))), y=[t * 1e3 for t in r["ttft"]],
-                                 mode="lines+markers", name=name, line=line[name],
-                                 marker=point[name], legendgroup=name, showlegend=False),
-                      row=1, col=3)
-    tog = [data["together"][k] for k in ("after", "ahead")]
-    fig.add_trace(go.Bar(x=[t["index"] for t in tog], y=[t["computed_tokens"] for t in tog],
-                         text=[f"{t['computed_tokens']:,} of {t['prompt_tokens']:,}" for t in tog],
-                         textangle=0,      # level: plotly turned the tall bar's label upright
-                         marker=dict(color=colors["cached"], line=edge["cached"]),
-                         showlegend=False), row=1, col=4)
-    fig.update_xaxes(title_text="blocks indexed", row=1, col=4)
-    fig.update_yaxes(title_text="prompt tokens", row=1, col=4)
-    fig.update_xaxes(title_text="round (0 = the task, then one per tool result)", row=1, col=1)
-    fig.update_xaxes(title_text="round", row=1, col=2)
-    fig.update_xaxes(title_text="request", row=1, col=3)
-    fig.update_yaxes(title_text="tokens", row=1, col=1)
-    fig.update_yaxes(title_text="ms", row=1, col=2)
-    fig.update_yaxes(title_text="ms", row=1, col=3)
-    fig.update_layout(barmode="group")
-    s = data["sizes"]
-    fig = _kit.style(fig, f"Prefix caching: {s['tasks']} agent loops x {s['tool_calls']} tool "
-                     f"calls ({s['tools_len']}-token tool definitions);<br>{s['shared_requests']} "
-                     f"requests sharing a {s['system_len']}-token system prompt, one after "
-                     f"another or {s['together']} together", data["clock"])
-    # a two-line title over two-line panel titles; the legend clear of the axis titles
-    return fig.update_layout(margin_t=150, legend_y=-0.26)
+
+def figure(data: dict):
+    """The chapter's main figure: prompt tokens each agent round computes, cache off and on."""
+    from . import _ch07_figures
+    return _ch07_figures.agent(data)
 
 
 def summary(data: dict) -> str:
