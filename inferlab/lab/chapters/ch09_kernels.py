@@ -8,7 +8,8 @@ SmolLM2-135M's attention shape; times are measured now, on this machine.
 
 GPU numbers: the numba-CUDA kernels are tested in numba's CUDA simulator, but no GPU
 measurement has been recorded (BENCHMARKS.md says so); this chapter reports that rather
-than a guess, and shows what the bandwidth roof of a GPU would allow, labelled as such.
+than a guess, and marks what the bandwidth roof of a GPU would allow, labelled as an
+estimate (the figures: ``_ch09_figures``).
 """
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import os
 import re
 import statistics
 
-from .. import measure_cache, palette, protocol
+from .. import measure_cache, protocol
 from . import _ch09_decode_step as decode_step
+from ._ch09_figures import bound_figure, kernel_figure  # noqa: F401 - notebooks: ch.bound_figure
 from ..verdicts import (AFTER, FAILS, HOLDS, HOLDS_SMALLER, LABS_OWN, MQA, PAGED, UNMEASURABLE,
                        Claim, Verdict, clock_note, on_wall, wall_warning, worst, x)
 
@@ -203,71 +205,9 @@ def bound_text(data: dict) -> str:
                    "extra copy of the K/V")
 
 
-def bound_figure(data: dict):
-    """K/V bandwidth reached per shape by the numba kernel, and the machine's measured memory
-    bandwidth: how far from memory-bound the kernel runs."""
-    import plotly.graph_objects as go
-
-    from . import _kit
-    m, rows = data["machine"], data["rows"]
-    fig = go.Figure()
-    fig.add_trace(go.Bar(x=[f"{r['batch']} x {r['context']}" for r in rows],
-                         y=[r["numba_gbs"] for r in rows],
-                         name=f"SmolLM2 shape (9 q / 3 kv heads, {data['intensity']:.1f} FLOP/B)",
-                         marker_color=palette.SERIES["main"],
-                         text=[f"{r['share_of_bandwidth']:.0%}" for r in rows]))
-    fig.add_trace(go.Bar(x=[f"1 x {r['context']}" for r in m["probes"]],
-                         y=[r["gbs"] for r in m["probes"]],
-                         name=f"one q head per kv head ({m['probes'][0]['intensity']:.1f} FLOP/B)",
-                         marker_color=palette.SERIES["baseline"],
-                         text=[f"{r['share_of_bandwidth']:.0%}" for r in m["probes"]]))
-    fig.add_hline(y=m["read_gbs"], line_dash="dot", line_color=palette.INK,
-                  annotation_text=f"measured memory bandwidth {m['read_gbs']:.0f} GB/s "
-                                  f"(ridge {m['ridge']:.1f} FLOP/B)",
-                  annotation_position="top left")
-    fig.update_yaxes(title_text="K/V read by the numba kernel (GB/s)", rangemode="tozero",
-                     range=[0, max([m["read_gbs"], *(r["numba_gbs"] for r in rows),
-                                    *(r["gbs"] for r in m["probes"])]) * 1.12])
-    fig.update_xaxes(title_text="batch x context tokens", tickangle=0, automargin=True)
-    fig.update_traces(textfont=dict(size=12), selector=dict(type="bar"))
-    _kit.style(fig, "Is decode attention memory-bound here? K/V bandwidth reached, "
-               "% of the measured memory bandwidth", data["clock"])
-    # the legend above the plot: nothing below it to collide with
-    fig.update_layout(legend=dict(y=1.0, yanchor="bottom", x=0, xanchor="left"),
-                      margin=dict(b=70))
-    return fig
-
-
 def figure(data: dict):
-    import plotly.graph_objects as go
-
-    from .. import figures as ilf
-    from . import _kit
-    rows = data["rows"]
-    x = [f"{r['batch']} x {r['context']}" for r in rows]
-    fig = go.Figure()
-    fig.add_trace(go.Bar(x=x, y=[r["ref_ms"] for r in rows], name="reference (torch gather)",
-                         marker_color=palette.SERIES["baseline"]))
-    fig.add_trace(go.Bar(x=x, y=[r["numba_ms"] for r in rows], name="numba-cpu (in place)",
-                         marker_color=palette.SERIES["main"],
-                         text=[f"{r['speedup']:.1f}x" for r in rows], textposition="outside"))
-    fig.add_trace(go.Scatter(x=x, y=[r["gpu_roof_ms"] for r in rows], mode="markers",
-                             marker=dict(symbol="line-ew-open", size=30, color=palette.INK,
-                                         line=dict(width=3, color=palette.INK)),
-                             name=f"{data['roof_gpu']} bandwidth roof (estimate, not measured)"))
-    # round ticks in ms (0.001 ms, not "1µ"): powers of ten, no minor labels
-    ilf.log_axis(fig, "y", [v for r in rows for v in (r["ref_ms"], r["numba_ms"],
-                                                      r["gpu_roof_ms"])],
-                 title="ms per decode step (log scale)")
-    fig.update_xaxes(title_text="batch x context tokens (SmolLM2-135M attention, fp32)")
-    gpu = data["gpu"]
-    note = ("GPU kernel numbers recorded: see BENCHMARKS.md" if gpu["recorded"] else
-            f"No GPU kernel numbers recorded yet ({gpu['note']})")
-    fig.update_layout(barmode="group")
-    _kit.style(fig, "Paged decode attention: reference vs numba kernel", data["clock"])
-    fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
-                       showarrow=False, xanchor="left", font=dict(size=11, color=palette.MUTED_TEXT))
-    return fig
+    """Reference vs numba per batch x context, and the speedup (``_ch09_figures``)."""
+    return kernel_figure(data)
 
 
 def summary(data: dict) -> str:
