@@ -1,6 +1,6 @@
 """Command line: `inferlab generate "prompt"`, `inferlab bench ...`, `inferlab record` (each
-chapter's full run, recorded once), `inferlab figures`, `inferlab gallery`, `inferlab claims`
-(the report card: every claim's computed verdict; these three drawn from the records,
+chapter's full run, recorded once), `inferlab figures`, `inferlab gallery`, `inferlab animate`,
+`inferlab claims` (the report card: every claim's computed verdict; these drawn from the records,
 tools/drawing_cmd.py), `inferlab serve` (the
 engine behind the OpenAI API), `inferlab vllm serve`
 (vLLM's server set up for the lab's views), `inferlab cache info|warm|clear` (the weights

@@ -170,7 +170,7 @@ def profile(fig: go.Figure, dark: bool = False, cores: int | None = None,
         rows = _legend_rows(spec["data"])
         legend.update(orientation="h", x=12 / COLUMN, xanchor="left", y=0, yanchor="bottom",
                       yref="container", xref="container", itemwidth=30)
-        margin["b"] = max(margin.get("b") or 0, 64) + rows * 22 + 8
+        margin["b"] = 58 + rows * 22 + 8      # the x axis title, then the legend
     lay.update(width=COLUMN, legend=legend, margin=margin,
                height=height or round(max(h0 * COLUMN / w0, 360) + top * 0.4 + rows * 22),
                font={**(lay.get("font") or {}), "size": MIN_TEXT})

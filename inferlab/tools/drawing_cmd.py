@@ -30,6 +30,23 @@ def _gallery(args) -> int:
     return 0
 
 
+def _animate(args) -> int:
+    from inferlab.lab import animation
+    from inferlab.model.loader import default_tokenizer
+    if args.trace:
+        from inferlab.observe.trace import Trace
+        trace = Trace.load(args.trace)
+    else:
+        from inferlab.tools.gallery import view_traces
+        trace = view_traces(args.smoke, _measure_or_records(args))[0]["paged"]
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in animation.export(trace, out / args.name, tokenizer=default_tokenizer(),
+                                 request=args.request, every=args.every, video=args.video):
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def _record(args) -> int:
     from tqdm.auto import tqdm
 
@@ -103,6 +120,19 @@ def add_commands(sub) -> None:
     gl.add_argument("--smoke", action="store_true", help=smoke_help)
     gl.add_argument("--only", nargs="+", default=None, help="chapters (e.g. ch04 ch05)")
     gl.set_defaults(fn=_gallery)
+    an = sub.add_parser("animate", help="the KV cache of a run, step by step, from the real "
+                        "allocator's records: GIF, MP4 or WebM, a strip of frames, a caption")
+    an.add_argument("--out", default="figures")
+    an.add_argument("--name", default="kv_paging", help="file stem (default kv_paging)")
+    an.add_argument("--trace", default=None, help="a trace file (Trace.save) to animate; "
+                    "default: the gallery's recorded run of the views")
+    an.add_argument("--request", default=None, help="whose block table to follow (default: "
+                    "the one that ends most scattered)")
+    an.add_argument("--every", type=int, default=1, help="draw every Nth step")
+    an.add_argument("--video", choices=[".mp4", ".webm"], default=".mp4")
+    an.add_argument("--measure", action="store_true", help=measure_help)
+    an.add_argument("--smoke", action="store_true", help=smoke_help)
+    an.set_defaults(fn=_animate)
     rc = sub.add_parser("record", help="measure each chapter's full run once and write its "
                         "record (docs/results/chapters): what figures, gallery, report card "
                         "and README draw")

@@ -92,13 +92,11 @@ def record_views(smoke: bool = False, root=None) -> str:
                                    f"{VIEWS}{records.SUFFIX}", rec))
 
 
-def view_figures(smoke: bool = False, measure: bool | None = None
-                 ) -> list[tuple[str, str, object]]:
-    """(file stem, caption, figure) for each view, replayed from the recorded traces (or from
-    new runs: ``measure``, implied by ``smoke``)."""
+def view_traces(smoke: bool = False, measure: bool | None = None) -> tuple[dict, int]:
+    """({run: Trace}, questions) of the views: the record's (or new runs: ``measure``,
+    implied by ``smoke``)."""
     from inferlab.lab import records
     from inferlab.observe.trace import Trace
-    from inferlab.widgets import BatchingComparison, KVBlockMap, SchedulerTimeline, TokenStream
     if measure or smoke:
         data = _view_traces(smoke)
     else:
@@ -107,8 +105,15 @@ def view_figures(smoke: bool = False, measure: bool | None = None
             raise records.NoRecord(f"no record of the views at {path}: write it with "
                                    "`inferlab record --id views`, or pass --measure")
         data = records.read(path)["data"]
-    tr = {k: Trace.from_dict(v) for k, v in data["traces"].items()}
-    n = data["questions"]
+    return {k: Trace.from_dict(v) for k, v in data["traces"].items()}, data["questions"]
+
+
+def view_figures(smoke: bool = False, measure: bool | None = None, traces=None
+                 ) -> list[tuple[str, str, object]]:
+    """(file stem, caption, figure) for each view, replayed from the recorded traces (or from
+    new runs: ``measure``, implied by ``smoke``; or ``traces``: ``view_traces``' value)."""
+    from inferlab.widgets import BatchingComparison, KVBlockMap, SchedulerTimeline, TokenStream
+    tr, n = traces or view_traces(smoke, measure)
     out = []
     from inferlab.model.loader import default_tokenizer
     tok = default_tokenizer()            # the prompt's token texts in the block table
@@ -124,7 +129,7 @@ def view_figures(smoke: bool = False, measure: bool | None = None
         out.append((f"kv_map_{layout}", f"KV cache, {layout} layout, at its fullest step",
                     kv.figure()))
     cmp = BatchingComparison(tr["static"], tr["continuous"], labels=["static", "continuous"],
-                             title=data["comparison_title"])
+                             title="Static against continuous batching")
     out.append(("batching_comparison", "Static against continuous batching", cmp.figure()))
     return out
 
@@ -157,7 +162,8 @@ def build(out_dir="docs/gallery", smoke: bool = False, only=None, views: bool = 
     out.mkdir(parents=True, exist_ok=True)
     sections = []
     if views:
-        sections.append(("Views", view_figures(smoke, measure)))
+        traces = view_traces(smoke, measure)
+        sections.append(("Views", view_figures(traces=traces)))
     sections.append(("Chapter figures", chapter_figures(smoke, only, measure)))
     drawn = (f"measured on {datetime.date.today().isoformat()}" if measure or smoke else
              "drawn from the recorded runs in docs/results/chapters (each caption says when "
@@ -185,12 +191,32 @@ def build(out_dir="docs/gallery", smoke: bool = False, only=None, views: bool = 
                   f"[{stem}.caption.md]({stem}.caption.md)", ""]
         if not (measure or smoke):
             lines[-1:] = ["", f"<sub>{notes[rec]['source']}</sub>", ""]
+    if views:
+        lines += _animation(out, traces[0]["paged"], smoke or measure, notes.get(VIEWS, {}))
     path = out / "README.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     if not (measure or smoke):     # what the records draw: a later draw must give the same
         (out / FINGERPRINTS).write_text(json.dumps(
             {stem: fingerprint(fig) for _, (stem, _, fig) in pictures}, indent=1) + "\n")
     return os.fspath(path)
+
+
+ANIMATION = "kv_paging"
+
+
+def _animation(out, trace, fast: bool, note: dict) -> list[str]:
+    """The paged KV cache animated from the views' run (every step; a smoke run every 4th):
+    GIF, MP4, a strip of frames and a caption; the README's section for it."""
+    from inferlab.lab import animation
+    from inferlab.model.loader import default_tokenizer
+    animation.export(trace, out / ANIMATION, tokenizer=default_tokenizer(),
+                     every=4 if fast else 1, source=note.get("source"))
+    return ["## The KV cache, step by step", "",
+            f"![The paged KV cache of the views' run, animated]({ANIMATION}.gif)", "",
+            f"video: [{ANIMATION}.mp4]({ANIMATION}.mp4) · frames: "
+            f"[{ANIMATION}-strip.png]({ANIMATION}-strip.png), "
+            f"[{ANIMATION}-strip.svg]({ANIMATION}-strip.svg) · caption: "
+            f"[{ANIMATION}.caption.md]({ANIMATION}.caption.md)", ""]
 
 
 FINGERPRINTS = "figures.sha256.json"

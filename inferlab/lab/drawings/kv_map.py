@@ -99,22 +99,23 @@ def _text(data, name, xs, ys, texts, font, col=1, position="middle center"):
 def kv_map(cells, *, block_size: int, layout: str = "paged", table: dict | None = None,
            title: str | None = None, clock: str | None = None, dark: bool = False,
            columns: int | None = None, bytes_per_token: int | None = None,
-           dtype: str | None = None) -> go.Figure:
+           dtype: str | None = None, frame: tuple[int, int] | None = None) -> go.Figure:
     """The KV map as a plotly figure: see ``spec``."""
     return go.Figure(spec(cells, block_size=block_size, layout=layout, table=table, title=title,
                           clock=clock, dark=dark, columns=columns,
-                          bytes_per_token=bytes_per_token, dtype=dtype))
+                          bytes_per_token=bytes_per_token, dtype=dtype, frame=frame))
 
 
 def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = None,
          title: str | None = None, clock: str | None = None, dark: bool = False,
          columns: int | None = None, bytes_per_token: int | None = None,
-         dtype: str | None = None) -> dict:
+         dtype: str | None = None, frame: tuple[int, int] | None = None) -> dict:
     """The map of ``cells`` (dicts as ``KVBlockMap.cells()``: block, owner or None, fill, ref,
     cached, shared, reserved) and, with ``table`` (request, blocks: physical ids in logical
     order, tokens, texts: one str or None per token), that request's block table beside it.
     ``bytes_per_token``, ``dtype``: the engine's cache (trace meta), for the memory the
-    slots and the waste take."""
+    slots and the waste take. ``frame``: (map rows, table rows) drawn whatever the state
+    holds, so the frames of an animation share one size and one grid."""
     bs = max(1, int(block_size))
     n = len(cells)
     cols = columns or _columns(n, bs)
@@ -125,7 +126,7 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
     edge = dict(width=1, color=palette.MUTED)
     # only the rows in use: up to the last block that is not plain free
     busy = [c["block"] for c in cells if c["owner"] is not None or c.get("cached")]
-    rows = (max(busy) // cols + 1) if busy else 1
+    rows = max((max(busy) // cols + 1) if busy else 1, frame[0] if frame else 0)
     shown = [c for c in cells if c["block"] < rows * cols]
     pos = {c["block"]: (c["block"] % cols, c["block"] // cols) for c in shown}
     sel = table["request"] if table else None
@@ -150,7 +151,8 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
             groups["waste"].append((x + part, y, CELL - part, c))
 
     data: list[dict] = []
-    trows = len(_table_rows(len(table["blocks"]))) if table else 0
+    trows = max(len(_table_rows(len(table["blocks"]))) if table else 0,
+                frame[1] if frame else 0)
     map_dom, table_dom = _domains(rows, trows)
     notes = [dict(text=t, x=0, y=d[1], xref="paper", yref="paper", xanchor="left",
                   yanchor="bottom", showarrow=False, font=dict(size=13))
@@ -199,7 +201,7 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
                          showline=False, tickfont=dict(size=12), anchor="x", domain=map_dom)
     shared_ids = {c["block"] for c in cells if c["ref"] > 1}
     axes.update(_block_table(data, table, bs, hatch, (used_c, shared_c), waste_c,
-                             shared_ids, table_dom))
+                             shared_ids, (table_dom, trows)))
     tokens, slots, sentence = waste_title(cells, bs, layout)
     # a caller's title that names the layout replaces the sentence's "layout:" head
     head = (f"{title}: {sentence.split(': ', 1)[1]}" if title and layout in title
@@ -285,9 +287,8 @@ def _map_title(shown, bs: int) -> str:
 
 
 def _table_title(table) -> str:
-    if not table:
-        return "block table: no request holds blocks"
-    return f"block table of {table['request']}: logical → physical"
+    return f"block table of {table['request']}: logical → physical" if table else \
+        "block table: no request holds blocks"
 
 
 def _table_rows(nblocks: int) -> list[int | None]:
@@ -298,10 +299,11 @@ def _table_rows(nblocks: int) -> list[int | None]:
     return list(range(head)) + [None] + [nblocks - 2, nblocks - 1]
 
 
-def _block_table(data, table, bs, hatch, colours, waste_c, shared_ids, domain) -> dict:
+def _block_table(data, table, bs, hatch, colours, waste_c, shared_ids, place) -> dict:
     """The block table's traces (into ``data``): a shared block's slots (ref > 1, a prefix
     other requests point at too) in the shared colour, as on the map; returns its axes."""
     used_c, shared_c = colours
+    domain, nrows = place            # the table's y-domain, and the rows it spans
     table = table or {"blocks": [], "tokens": 0}
     blocks, ntok = table["blocks"], int(table["tokens"])
     texts = table.get("texts") or []
@@ -334,7 +336,7 @@ def _block_table(data, table, bs, hatch, colours, waste_c, shared_ids, domain) -
     _bars(data, "reserved, empty (wasted)", wx, wy, ww, "rgba(0,0,0,0)", pattern=hatch,
           line=dict(width=0.5, color=waste_c), col=2, showlegend=False)
     _text(data, "token text", tx, ty, tt, dict(size=11, color=palette.ON_FILL), col=2)
-    n = len(order)
+    n = max(len(order), nrows)
     # slot numbers only over a table (under an empty one they labelled nothing)
     return {"xaxis2": dict(range=[-0.1, bs], showgrid=False, zeroline=False, ticks="",
                            showline=False, tickmode="array", showticklabels=bool(blocks),
