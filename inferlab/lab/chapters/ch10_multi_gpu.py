@@ -60,9 +60,8 @@ def figure(data: dict):
 
     from . import _kit
     models = list(data["models"])
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
-        f"memory per GPU (batch {data['batch']} x {data['context']} tokens)",
-        "one decode step: work vs all-reduce", "KV tokens that fit per GPU"))
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1, subplot_titles=(
+        "memory per GPU", "one decode step", "KV tokens that fit"))
     for i, m in enumerate(models):
         rows = data["models"][m]
         # two-level axis: model, then tp; a configuration whose weights + this batch's KV
@@ -90,19 +89,31 @@ def figure(data: dict):
                              marker_color=palette.SERIES["main"], showlegend=i == 0,
                              legendgroup="c"),
                       row=1, col=2)
-        fig.add_trace(go.Bar(x=x, y=[r["kv_tokens_capacity"] for r in rows], showlegend=False,
-                             marker_color=palette.CACHE["used"]), row=1, col=3)
+        fig.add_trace(go.Bar(x=x, y=[r["kv_tokens_capacity"] / 1e6 for r in rows],
+                             showlegend=False, marker_color=palette.CACHE["used"]), row=1, col=3)
     gpu_gb = data["models"][models[0]][0]["gpu_gb"]
     fig.add_hline(y=gpu_gb, line=dict(dash="dot", color=palette.MUTED), row=1, col=1,
-                  annotation_text=f"{data['gpu']} memory", annotation_position="top left")
-    fig.update_layout(barmode="stack")
+                  annotation_text=f"{data['gpu']}: {gpu_gb:.0f} GB<br>✗ does not fit",
+                  annotation_position="top left", annotation_align="left")
+    fig.update_layout(barmode="stack", height=480)
     fig.update_xaxes(tickangle=0)
-    fig.update_yaxes(title_text="GB", row=1, col=1)
-    fig.update_yaxes(title_text="ms", row=1, col=2)
-    fig.update_yaxes(title_text="tokens", row=1, col=3)
-    return _kit.style(fig, f"Tensor parallelism on {data['gpu']} (SIMULATED: cost model, "
-                     "not measured)<br><sup>models: Llama-3 8B and 70B shapes, bf16; ✗ = does not fit</sup>",
-                      data["clock"])
+    fig.update_yaxes(title_text=f"GB (batch {data['batch']} × {data['context']:,} tokens)",
+                     row=1, col=1)
+    fig.update_yaxes(title_text="ms per step", row=1, col=2)
+    fig.update_yaxes(title_text="million tokens per GPU", row=1, col=3)
+    return _kit.style(fig, heading(data), f"{data['clock']} · models: Llama-3 8B and 70B "
+                      "shapes, bf16")
+
+
+def heading(data: dict) -> str:
+    """The figure's point in its words: how much faster the most GPUs make a decode step of
+    the first model that fits on one GPU, against the number of GPUs."""
+    m = next((m for m, rows in data["models"].items() if rows[0]["fits"]),
+             list(data["models"])[0])
+    one, many = data["models"][m][0], data["models"][m][-1]
+    short = m.replace("llama-3-", "").upper()
+    return (f"Tensor parallelism: {many['tp']} {data['gpu']}s make a Llama-3 {short} decode "
+            f"step {one['step_ms'] / many['step_ms']:.1f}x faster, not {many['tp']}x")
 
 
 def summary(data: dict) -> str:
