@@ -90,6 +90,16 @@ def wrap(heading: str, width: int = CHARS) -> str:
     return "<br>".join(out)
 
 
+def _above_plot(lay: dict) -> int:
+    """Pixels the texts set above the plot area need (subplot titles, a ratio line): the
+    tallest of the annotations at the top of the paper, by their lines; 8 when none."""
+    need = 8
+    for a in lay.get("annotations") or ():
+        if a.get("yref") == "paper" and (a.get("y") or 0) >= 0.99 and a.get("text"):
+            need = max(need, 8 + 22 * (a["text"].count("<br>") + 1))
+    return need
+
+
 def _legend_rows(traces) -> int:
     """Rows a horizontal legend takes at the column width (item: symbol + text + gap)."""
     names = {t.get("name") for t in traces if t.get("name") and t.get("showlegend") is not
@@ -163,7 +173,7 @@ def profile(fig: go.Figure, dark: bool = False, cores: int | None = None,
     text = heading + (f"<br><span style='font-size:{TAG_TEXT}px;color:{muted}'>{tag}</span>"
                       if tag else "")
     margin = dict(lay.get("margin") or {})
-    margin["t"] = max(margin.get("t") or 0, top)
+    margin["t"] = top + _above_plot(lay)
     legend = dict(lay.get("legend") or {})
     rows = 0
     if legend.get("orientation", "h") == "h" and legend.get("yref") != "paper":

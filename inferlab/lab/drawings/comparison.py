@@ -70,8 +70,15 @@ def seat_plan(trace, seats: int | None = None, upto: float | None = None) -> dic
     tokens = sum(len(r.emitted) for r in records)
     dur = records[-1].t_end - t0 if records else 0.0
     cfg = (trace.meta.get("config") or {}).get("max_num_seqs")
-    n_seats = seats or (min(cfg, len(per)) if cfg else peak)
-    return {"seats": max(n_seats, peak, 1), "bars": bars, "ends": ends,
+    n_seats = max(seats or (min(cfg, len(per)) if cfg else peak), peak, 1)
+    busy = sum(b[4] - b[3] for b in bars)
+    written = {rid: 0 for rid in trace.requests}       # answer lengths, in arrival order
+    for r in records:
+        for e in r.emitted:
+            written[e.request_id] = written.get(e.request_id, 0) + 1
+    return {"seats": n_seats, "bars": bars, "ends": ends,
+            "idle": 1 - busy / (n_seats * dur) if dur > 0 else 0.0,
+            "lens": [n for n in written.values() if n],
             "steps": len(records), "duration": dur, "tokens": tokens,
             "throughput": tokens / dur if dur > 0 else 0.0,
             "ttft": [m.ttft for m in per.values() if m.ttft is not None],
@@ -143,6 +150,7 @@ def _latencies(fig, labels, plans, colours):
 
 def ratio_text(labels, plans) -> str:
     """The figure's point in words: each policy's throughput and steps against the first."""
+    from inferlab.lab.verdicts import ideal_batching_gain
     base, base_plan = labels[0], plans[0]
     parts = []
     for label, p in zip(labels[1:], plans[1:]):
@@ -150,6 +158,13 @@ def ratio_text(labels, plans) -> str:
         st = p["steps"] / base_plan["steps"] if base_plan["steps"] else 0.0
         parts.append(f"<b>{label}</b> vs {base}: <b>{thr:.2f}x</b> the throughput, "
                      f"<b>{st:.2f}x</b> the steps ({p['steps']} vs {base_plan['steps']})")
+        if "static" in base.lower() and base_plan["lens"]:
+            # what scheduling alone could gain on these answers: each static batch's longest
+            # answer over the mean answer
+            ideal = ideal_batching_gain(base_plan["lens"], base_plan["seats"])[0]
+            parts.append(f"ideal for these answers <b>{ideal:.2f}x</b> (each static batch "
+                         f"waits for its longest); seats idle: {base} "
+                         f"{base_plan['idle']:.0%}, {label} {p['idle']:.0%}")
     return "<br>".join(parts)
 
 
@@ -173,7 +188,7 @@ def spec(sides, title: str = "Batching comparison", clock: str | None = None,
     # the whole runs' time axis even when cut at ``upto``: scrubbing fills it in
     span = max([tr.records[-1].t_end - tr.t0 for _, tr in sides if tr.records] + [0.0])
     f, unit = time_unit(span)
-    top, bottom, gap = 128, 100, 44      # the top: title, clock line, then the ratio line
+    top, bottom, gap = 150, 100, 44      # the top: title, clock line, then the ratio lines
     # seats of SEAT_PX, taller when there are few: the latency panel needs room
     seat_px = max(SEAT_PX, (300 - gap * (k - 1)) / max(sum(p["seats"] for p in plans), 1))
     grid_px = [p["seats"] * seat_px for p in plans] or [300]
@@ -186,7 +201,8 @@ def spec(sides, title: str = "Batching comparison", clock: str | None = None,
         _grid(fig, i + 1, label, plan, f, unit, dark, first=i == 0, seat_px=seat_px)
         fig.annotate(
             text=f"<b>{label}</b>: {plan['steps']} steps, {fmt_time(plan['duration'], unit)}, "
-                 f"{plan['throughput']:.0f} output tokens/s",
+                 f"{plan['throughput']:.0f} output tokens/s, {plan['idle']:.0%} of seat-time "
+                 f"idle",
             x=0, y=1, xref=f"x{fig.ref(i + 1, 1)} domain", yref=f"y{fig.ref(i + 1, 1)} domain",
             xanchor="left", yanchor="bottom", showarrow=False,
             font=dict(color=colours[i], size=12))
