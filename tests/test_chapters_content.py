@@ -210,6 +210,24 @@ def test_ch13_network_adds_round_trips(ch13):
     assert len({round(r["server"], 9) for r in short}) == 1   # an idle engine: same TTFT
 
 
+
+def test_ch13_figures_make_one_point_each_with_the_ratio_from_the_data():
+    from inferlab.lab import records
+    from inferlab.lab.chapters import ch13_sampling_decode as ch
+    data = records.load("ch13_sampling_decode")["data"]
+    figs = ch.figures(data)
+    assert list(figs) == ["", "near", "length", "kv", "network"]
+    assert ch.figure(data).to_json() == figs[""].to_json()     # the notebook's figure: main
+    titles = {k: f.layout.title.text.split("<br>")[0] for k, f in figs.items()}
+    kv, dec = data["kv"]["saving"], data["decode"]
+    assert f"{kv['without']['tokens'] / kv['with']['tokens']:.0f}x fewer" in titles["kv"]
+    assert f"took {dec[-1]['e2e'] / dec[0]['e2e']:.0f}x the time" in titles["length"]
+    a = data["answers"]
+    assert f"{a['seeds']} seeds, {a['distinct']} answers" in titles[""]
+    for k, f in figs.items():           # one panel's story each: no pooled legend of 9
+        assert len(titles[k]) <= 72, titles[k]
+        assert sum(t.showlegend is not False for t in f.data) <= 4, k
+
 # --- chapter 14: a real OpenAI client, an agent loop and a burst, through the lab's server ------
 @pytest.fixture(scope="module")
 def ch14():
@@ -242,9 +260,12 @@ def test_ch14_every_user_of_the_burst_is_answered_and_the_engine_ends_idle(ch14)
         (0, 0, 0, False)
 
 
-def test_ch14_figure_leaves_the_burst_out_when_deterministic(ch14):
+def test_ch14_figures_leave_the_burst_out_when_deterministic(ch14):
     from inferlab.lab.chapters import ch14_own_traffic as ch
-    assert len(ch.figure(ch14).data) == 5
-    alone = ch.figure({**ch14, "burst": None})
-    assert len(alone.data) == 3 and "xaxis2" not in alone.to_dict()["layout"]
-    assert "burst" in alone.layout.title.text and "left out" in alone.layout.title.text
+    figs = ch.figures(ch14)                    # one point each: the agent's rounds, the burst
+    assert list(figs) == ["", "burst"] and len(figs[""].data) == 3
+    assert len(figs["burst"].data) == 2 and ch.figure(ch14).to_json() == figs[""].to_json()
+    assert "left out" not in figs[""].layout.title.text
+    alone = ch.figures({**ch14, "burst": None})
+    assert list(alone) == [""] and len(alone[""].data) == 3
+    assert "burst" in alone[""].layout.title.text and "left out" in alone[""].layout.title.text

@@ -7,6 +7,8 @@
   against the memory a cached token takes, per model shape;
 * the network: a simulated client whose request and first token each cross a network with a
   round-trip time of 0, 50 or 150 ms, added to the TTFT the engine measures.
+
+Their figures are drawn in ``_ch13_figures``.
 """
 from __future__ import annotations
 
@@ -274,36 +276,3 @@ def _engine_price(kw: dict) -> str:
     from inferlab.lab.drawings.kv_map import size
     return (f"{size(kw['kv_bytes_per_token'])} per token in this engine's {kw['dtype']} cache "
             f"({kw['model']}); ")
-
-
-def add_cost_panels(fig, data: dict) -> None:
-    """Panels 2-4 of the chapter figure: decode length, KV recompute, network TTFT."""
-    import plotly.graph_objects as go
-    dec, kv, net = data["decode"], data["kv"]["saving"], data["network"]
-    n = [r["max_tokens"] for r in dec]
-    fig.add_trace(go.Scatter(x=n, y=[r["e2e"] * 1e3 for r in dec], mode="lines+markers",
-                             name="time to the whole answer (simulated)",
-                             line_color=palette.PHASE["decode"]), 1, 2)
-    fig.update_xaxes(title_text="answer tokens (max_tokens) and engine steps (log scale)",
-                     type="log", tickvals=n, ticktext=[f"{r['max_tokens']}<br>{r['steps']} steps"
-                                                       for r in dec],
-                     minor=dict(ticks="", showgrid=False), row=1, col=2)
-    from .. import figures as ilf       # round ticks, no minor labels
-    ilf.log_axis(fig, "y", [r["e2e"] * 1e3 for r in dec], title="ms (log scale)", row=1, col=2)
-    fig.add_trace(go.Bar(x=["with KV cache", "without"],
-                         y=[kv["with"]["tokens"], kv["without"]["tokens"]], showlegend=False,
-                         marker_color=[palette.SERIES["main"], palette.SERIES["baseline"]],
-                         text=[f"{kv['with']['tokens']:,}", f"{kv['without']['tokens']:,}"]), 2, 1)
-    fig.update_yaxes(title_text=f"tokens ({kv['answer']}-token answer)", tickformat=",~r",
-                     row=2, col=1)                       # 60,000, not 60k
-    # prompt sizes, not policies: neutral inks (sky blue and purple are chunked, continuous)
-    colors = {NETWORK_PROMPTS[0]: palette.MUTED, NETWORK_PROMPTS[-1]: palette.INK}
-    for p in NETWORK_PROMPTS:
-        for new_conn in (False, True):
-            rows = [r for r in net if r["prompt"] == p and r["new_connection"] == new_conn]
-            fig.add_trace(go.Scatter(
-                x=[r["rtt"] * 1e3 for r in rows], y=[r["perceived"] * 1e3 for r in rows],
-                mode="lines+markers", line=dict(color=colors[p], dash="dot" if new_conn else None),
-                name=f"{p}-token prompt" + (", new connection" if new_conn else "")), 2, 2)
-    fig.update_xaxes(title_text="network round trip (ms)", row=2, col=2)
-    fig.update_yaxes(title_text="perceived TTFT (ms)", rangemode="tozero", row=2, col=2)

@@ -170,5 +170,5 @@ def near_figure(data: dict):
                f"token counts, deterministic (temperature {n['temperature']}, top-p "
                f"{n['top_p']})", left=120)
     fig.update_annotations(font_size=13)                   # the two panels' titles
-    fig.update_layout(margin=dict(t=150))
+    fig.update_layout(margin=dict(t=125))
     return fig

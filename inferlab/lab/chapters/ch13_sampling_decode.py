@@ -18,10 +18,10 @@ from __future__ import annotations
 from .. import measure_cache, palette
 from ..verdicts import (AFTER, COUNTS, FAILS, HOLDS, ILLUSTRATION, LABS_OWN, NUCLEUS, Claim,
                         Verdict, clock_note, direction, ms, no_wall_run, pct, x)
-from . import _kit
-from ._ch13_costs import (add_cost_panels, costs_summary, decode_lengths, judge_decode_length,
-                          judge_kv_tradeoff, kv_memory_table, kv_saving, network_ttft,
-                          wall_decode_lengths, wall_kv_saving)
+from . import _ch13_figures, _kit
+from ._ch13_costs import (HANDSHAKE_RTTS, NETWORK_PROMPTS, costs_summary, decode_lengths,
+                          judge_decode_length, judge_kv_tradeoff, kv_memory_table, kv_saving,
+                          network_ttft, wall_decode_lengths, wall_kv_saving)
 from ._ch13_near import PAIRS as NEAR_PAIRS  # noqa: F401 (the pairs, for the notebook)
 from ._ch13_near import judge_near_prompts, measure_near, near_figure, near_table  # noqa: F401
 from ._ch13_network import RTTS, measure_network, network_lines
@@ -196,25 +196,20 @@ def answers_table(data: dict) -> str:
     return md_table(["run", "answer"], [[k, t] for k, t in rows])
 
 
+def figures(data: dict) -> dict:
+    """The chapter's figures, one point each (``_ch13_figures``): the next-token odds and the
+    sampler's draws (the main one), nearly identical prompts, answer length, the KV cache's
+    trade, the network."""
+    return {"": figure(data), "near": near_figure(data),
+            "length": _ch13_figures.length_figure(data),
+            "kv": _ch13_figures.kv_figure(data),
+            "network": _ch13_figures.network_figure(data, NETWORK_PROMPTS, HANDSHAKE_RTTS)}
+
+
 def figure(data: dict):
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-    d = data["distribution"]
-    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.2, horizontal_spacing=0.1,
-                        subplot_titles=(f"next-token probability ({data['model']})",
-                                        "decode steps and time vs answer length",
-                                        "tokens pushed through the model, with and without "
-                                        "the KV cache", "time to first token as the user sees it"))
-    labels = [repr(t["text"]) for t in d["top"]]
-    for t in TEMPERATURES:
-        fig.add_trace(go.Bar(x=labels, y=[e["p"][t] for e in d["top"]],
-                             name=f"temperature {t} (top-p {d['top_p']} keeps "
-                                  f"{d['nucleus'][t]:,})", marker_color=COLORS[t]), 1, 1)
-    fig.update_yaxes(title_text="probability", row=1, col=1)
-    add_cost_panels(fig, data)
-    fig.update_layout(barmode="group", height=760)
-    return _kit.style(fig, TITLE, f"{data['clock_sim']} for times; probabilities and counts "
-                      "from the model")
+    """The main figure: the same prompt's next-token odds at each temperature, and how often
+    the engine's seeded sampler drew each token."""
+    return _ch13_figures.sampling_figure(data, TEMPERATURES, COLORS, PROMPT[-1]["content"])
 
 
 # --- the chapter's claims: how each is measured and judged --------------------------------------

@@ -31,9 +31,9 @@ import json
 import threading
 import time
 
-from .. import measure_cache, palette, protocol
+from .. import measure_cache, protocol
 from ..verdicts import AFTER, Claim
-from . import _ch14_stacks, _kit
+from . import _ch14_figures, _ch14_stacks, _kit
 from ._ch14_stacks import judge_stacks, stacks_lines  # noqa: F401 (the notebook prints them)
 from ._ch14_text import agent_text, burst_text  # noqa: F401 (the notebook prints them)
 
@@ -256,52 +256,19 @@ def measure(smoke: bool = False, deterministic: bool = False, model: str | None 
 
 
 # --- what the notebook prints ----------------------------------------------------------------
+def figures(data: dict) -> dict:
+    """The chapter's figures, one point each (``_ch14_figures``): the agent's rounds (the main
+    one) and, when the run has it (not a deterministic one), the burst of users."""
+    out = {"": figure(data)}
+    if data.get("burst"):
+        out["burst"] = _ch14_figures.burst_figure(data)
+    return out
+
+
 def figure(data: dict):
-    """Left: the agent's rounds (prompt tokens from the cache and computed, answer tokens).
-    Right: each user of the burst, send to first token to last (client's wall clock)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-    rounds, b = data["agent"]["rounds"], data.get("burst")
-    # without the burst (a deterministic run), the agent's panel alone: an empty panel
-    # beside it would only hold a note, which the clock line says instead
-    titles = ["agent loop: each round re-sends the conversation"]
-    if b:
-        titles.append("burst: each user's wait and stream (client side)")
-    fig = make_subplots(rows=1, cols=len(titles), horizontal_spacing=0.14,
-                        subplot_titles=titles)
-    x = [f"round {r['round']}" for r in rounds]
-    # the prompt's two parts stacked in one bar (offsetgroup), the answer beside it
-    fig.add_trace(go.Bar(x=x, y=[r["cached"] for r in rounds], offsetgroup="prompt",
-                         name="prompt tokens from the prefix cache",
-                         marker=dict(color=palette.CACHE["cached"],
-                                     line=dict(color=palette.INK, width=1))), 1, 1)
-    fig.add_trace(go.Bar(x=x, y=[r["computed"] for r in rounds], offsetgroup="prompt",
-                         base=[r["cached"] for r in rounds], name="prompt tokens computed",
-                         marker_color=palette.PHASE["prefill"]), 1, 1)
-    fig.add_trace(go.Bar(x=x, y=[r["completion_tokens"] for r in rounds], offsetgroup="answer",
-                         name="answer tokens", marker_color=palette.PHASE["decode"]), 1, 1)
-    fig.update_yaxes(title_text="tokens", row=1, col=1)
-    if b:
-        ok = [u for u in b["users"] if "error" not in u]
-        ys = [u["id"] for u in ok]
-        # the client's view: times, not the engine's phases (the wait holds queue and
-        # prefill alike), so the neutral series: waiting light, streaming dark
-        wait = dict(color=palette.SERIES["baseline"])
-        fig.add_trace(go.Bar(y=ys, x=[u["ttft"] for u in ok], base=[u["offset"] for u in ok],
-                             orientation="h", marker=wait, offsetgroup="user",
-                             name="sent, waiting for the first token"), 1, 2)
-        fig.add_trace(go.Bar(y=ys, x=[u["e2e"] - u["ttft"] for u in ok],
-                             base=[u["offset"] + u["ttft"] for u in ok], orientation="h",
-                             offsetgroup="user", marker_color=palette.SERIES["main"],
-                             name="streaming (the answer's tokens arriving)"),
-                      1, 2)
-        fig.update_xaxes(title_text="seconds from the burst's start", row=1, col=2)
-        fig.update_yaxes(autorange="reversed", row=1, col=2)
-    fig.update_layout(barmode="group", height=480)
-    clock = ("token counts from the engine; times: wall clock, this machine, one run"
-             if b else "token counts from the engine (deterministic: the burst, whose "
-             "times depend on the machine, left out)")
-    return _kit.style(fig, f"{TITLE} ({data['model']})", clock)
+    """The main figure: the agent's rounds (prompt tokens from the cache and computed, answer
+    tokens); its title says when the burst was left out (a deterministic run)."""
+    return _ch14_figures.agent_figure(data)
 
 
 # --- the chapter's claim: how it is measured and judged ---------------------------------------
