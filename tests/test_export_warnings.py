@@ -43,9 +43,17 @@ def test_chapter_picture_is_interactive_with_its_png_beside():
 
     from inferlab.lab.chapters._display import PLOTLY, bundle
     fig = go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2]), layout_title_text="Three points")
+    import struct
+
+    from inferlab.lab import article
     data = bundle(fig, width=400, height=300)
-    assert base64.b64decode(data["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
+    png = base64.b64decode(data["image/png"])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # the article profile: the column's width at device scale 2, the same size as the JSON
     spec = data[PLOTLY]
-    assert spec["data"][0]["y"] == [3, 1, 2] and spec["layout"]["height"] == 300
+    w, h = struct.unpack(">II", png[16:24])
+    assert spec["layout"]["width"] == article.COLUMN and w == article.SCALE * article.COLUMN
+    assert h == article.SCALE * spec["layout"]["height"]
+    assert spec["data"][0]["y"] == [3, 1, 2]
     assert spec["layout"]["title"]["text"] == "Three points"
     assert data["text/plain"] == "<plotly figure: Three points>"

@@ -91,8 +91,21 @@ DARK: dict[str, str] = {INK: NEUTRAL["dark"]["fg"], "#FFFFFF": NEUTRAL["dark"]["
 
 def on_dark(color: str) -> str:
     """The colour ``color`` (a light figure's) takes in the dark twin: hues stay, the
-    neutrals that would vanish into the dark page or glare on it are swapped (``DARK``)."""
-    return DARK.get(color.upper(), color) if isinstance(color, str) else color
+    neutrals that would vanish into the dark page or glare on it are swapped (``DARK``), and
+    a grey of the light ramp (``sequence``, ``SERIES``) takes the dark ramp's place of the
+    same rank: what stood out on white stands out on the dark page."""
+    if not isinstance(color, str):
+        return color
+    c = color.upper()
+    if c in DARK:
+        return DARK[c]
+    (la, lb), (da, db) = _RAMP["light"], _RAMP["dark"]
+    if len(c) == 7 and c[1:3] == c[3:5] == c[5:7]:
+        v = int(c[1:3], 16)
+        if lb <= v <= la:
+            w = round(da + (la - v) * (db - da) / (la - lb))
+            return f"#{w:02X}{w:02X}{w:02X}"
+    return color
 
 
 # --- what the browser views read as CSS variables (widgets/common.js) --------------------------

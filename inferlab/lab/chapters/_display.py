@@ -1,6 +1,11 @@
 """Showing a chapter's figure in a notebook: one output that JupyterLab draws as the
 interactive plotly figure (hover, zoom; the jupyterlab-plotly renderer that comes with plotly)
 and GitHub, nbviewer or a plain Jupyter show as its PNG, the same figure rendered by kaleido.
+
+The figure is shown in the article profile (``inferlab.lab.article``: the column width, text
+at least 14 px, the clock as a short tag), its PNG at device scale 2; what the profile takes
+out of the picture (the clock in full, the caveats) is printed under it, so the notebook
+loses nothing and a figure copied out of it is the one an article would print.
 """
 from __future__ import annotations
 
@@ -11,17 +16,24 @@ PLOTLY = "application/vnd.plotly.v1+json"
 
 
 def bundle(fig, width: int = 1000, height: int = 480) -> dict:
-    """The figure as a display bundle: plotly JSON (interactive) + PNG (static) + a text line
-    naming it. Without kaleido's browser the PNG is left out, with a warning saying why. A
-    figure with its own size in its layout is drawn at that size."""
+    """The figure as a display bundle in the article profile: plotly JSON (interactive) +
+    PNG (static, device scale 2) + a text line naming it. Without kaleido's browser the PNG
+    is left out, with a warning saying why. ``width`` and ``height``: the size the figure is
+    laid out for (its own where its layout has one), scaled to the column."""
+    import os
+
     import plotly.io as pio
 
-    from .. import figures
-    width, height = fig.layout.width or width, fig.layout.height or height
+    from .. import article, figures
     title = fig.layout.title.text or "figure"
+    if not (fig.layout.width and fig.layout.height):
+        fig = type(fig)(fig).update_layout(width=fig.layout.width or width,
+                                           height=fig.layout.height or height)
+    fig = article.profile(fig, cores=os.cpu_count())
+    width, height = fig.layout.width, fig.layout.height
     data = {"text/plain": f"<plotly figure: {title.split('<br>')[0]}>"}
     try:
-        png = figures.to_image(fig, "png", width=width, height=height)
+        png = figures.to_image(fig, "png", width=width, height=height, scale=article.SCALE)
         data["image/png"] = base64.b64encode(png).decode("ascii")
     except Exception as exc:   # noqa: BLE001 - no headless browser (e.g. some Binder images)
         msg = figures.export_failed("static image", exc)
@@ -46,14 +58,20 @@ def smoke_marked(fig, name: str = ""):
 
 
 def show(fig, width: int = 1000, height: int = 480) -> None:
-    """Display ``fig``; in a smoke run (INFERLAB_SMOKE=1: CI, a quick look) its title says
+    """Display ``fig`` (``bundle``) and, under it, the clock in full and the caveats the
+    picture leaves out; in a smoke run (INFERLAB_SMOKE=1: CI, a quick look) its title says
     so (``smoke_marked``)."""
-    from IPython.display import display
+    from IPython.display import Markdown, display
 
+    from .. import article
     from . import smoke
     if smoke():
         fig = smoke_marked(fig)
     display(bundle(fig, width, height), raw=True)
+    _, clock, notes = article.parse_title(fig.layout.title.text)
+    lines = ([f"clock: {clock}"] if clock else []) + notes
+    if lines:
+        display(Markdown("<sub>" + " · ".join(lines) + "</sub>"))
 
 
 def md_table(header: list[str], rows: list[list]) -> str:
