@@ -44,6 +44,16 @@ def path_for(root: str, fn, text: str) -> pathlib.Path:
     return pathlib.Path(root) / f"{fn.__module__.rsplit('.', 1)[-1]}-{digest}.pickle"
 
 
+def put(root, fn, kwargs: dict, data) -> pathlib.Path:
+    """Keep ``data`` in ``root`` as the result of ``fn(**kwargs)`` (``fn``: a ``shared``
+    measure or the function it wraps): a later call with these arguments reads it."""
+    fn = getattr(fn, "__wrapped__", fn)
+    path = path_for(root, fn, key(fn, (), kwargs))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(data))
+    return path
+
+
 def shared(fn):
     """Decorate a chapter's ``measure``: kept in ``$INFERLAB_MEASURE_CACHE`` when that is set."""
     @functools.wraps(fn)

@@ -187,6 +187,19 @@ def read(p) -> dict:
     return loads(pathlib.Path(p).read_bytes())
 
 
+def seed_cache(root) -> list[str]:
+    """Each recorded chapter's measurement, put in the measure cache at ``root`` as its
+    notebook's full-run call ``measure(smoke=False)``: the notebooks executed with
+    ``INFERLAB_MEASURE_CACHE=root`` draw the recorded numbers (``make notebooks-records``)."""
+    from . import measure_cache
+    out = []
+    for name in recorded():
+        mod = importlib.import_module(f"inferlab.lab.chapters.{name}")
+        out.append(os.fspath(measure_cache.put(root, mod.measure, {"smoke": False},
+                                               load(name)["data"])))
+    return out
+
+
 @contextlib.contextmanager
 def _shared_measurements():
     """Within a record, the claims' measurement reuses the notebook's where the two calls are
