@@ -8,6 +8,8 @@ tokens it computes; every live token keeps its keys and values in the KV cache):
 * a model that accepts a long context does not serve many long contexts at once: the KV
   budget holds only so many of them (``_ch15_capacity``);
 * the weights and the KV cache take most of a serving process's memory (``_ch15_memory``).
+
+Each has a figure of its own (``figures``, drawn in ``_ch15_figures``).
 """
 from __future__ import annotations
 
@@ -101,7 +103,8 @@ def figures(data: dict) -> dict:
 
 
 def figure(data: dict):
-    """The main figure (``figures``' first): the notebook shows the others beside it."""
+    """The main figure, ``figures``' first (the others: ``figures(data)["capacity"]``,
+    ``["memory"]``)."""
     return next(iter(figures(data).values()))
 
 
