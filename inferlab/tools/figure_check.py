@@ -80,7 +80,8 @@ _WORDS = {("phase", "prefill"): r"\bprefill", ("phase", "decode"): r"\bdecode",
           ("policy", "chunked"): r"\bchunked", ("cache", "shared"): r"\bshared \(ref",
           ("cache", "cached"): r"\bcached\b|prefix[- ]cached|in the prefix cache|from the prefix cache",
           ("cache", "waste"): r"\bwasted?\b", ("part", "weights"): r"^weights",
-          ("part", "activations"): r"^activations"}
+          ("part", "activations"): r"^activations",
+          **{("verdict", v): r"\b" + re.escape(v) + r"\b" for v in palette.VERDICT}}
 
 
 def _colours(tr) -> list[str]:
