@@ -91,20 +91,22 @@ show(ch.near_figure(data))
 # of the sampled answers differ.
 
 # %%
-fig = ch.figure(data)
-show(fig, height=760)
+for key, fig in ch.figures(data).items():
+    if key != "near":                       # shown above
+        show(fig)
 
 # %% [markdown]
-# Top left: the model's likeliest first tokens. At temperature 0.5 the top token takes most of
+# First: the model's likeliest first tokens. At temperature 0.5 the top token takes most of
 # the probability and top-p 0.9 keeps only a handful of tokens; at 1.5 the distribution is
-# flat enough that top-p must keep thousands. Top right: an answer of *n* tokens takes *n*
-# engine steps (the first comes out of the prefill step), so the time to the whole answer
-# grows in step with its length. Bottom left: to write the answer without a KV cache, every
-# step must push the whole sequence so far through the model again; with the cache, each token
-# goes through once. Bottom right: the time to first token as the user sees it, when the
-# request and the first token each cross a network; dotted lines open a new connection first
-# (TCP and TLS handshakes, two more round trips). The round trips are simulated delays added
-# to the TTFT the engine measured, not a measured network.
+# flat enough that top-p must keep thousands; the diamonds are how often the engine's seeded
+# draws picked each token at temperature 1.0. Then: an answer of *n* tokens takes *n* engine
+# steps (the first comes out of the prefill step), so the time to the whole answer grows in
+# step with its length. Then: to write the answer without a KV cache, every step must push
+# the whole sequence so far through the model again; with the cache, each token goes through
+# once, at the memory per token beside it. Last: the time to first token as the user sees
+# it, when the request and the first token each cross a network; dotted lines open a new
+# connection first (TCP and TLS handshakes, two more round trips). The round trips are
+# simulated delays added to the TTFT the engine measured, not a measured network.
 #
 # ## What the KV cache costs
 #

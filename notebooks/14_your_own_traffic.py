@@ -181,15 +181,15 @@ kv.cursor = -1
 display(kv.snapshot(), tokens.snapshot())
 
 # %% [markdown]
-# ## In one figure
+# ## In two figures
 #
-# Left: each round of the agent sends more prompt tokens (the whole conversation), but the
-# engine computes only the part it has not seen. Right: the burst from the clients' side: the
-# grey part is each user waiting for the first token, the green part the answer streaming in.
+# First: each round of the agent sends more prompt tokens (the whole conversation), but the
+# engine computes only the part it has not seen. Then the burst from the clients' side: the
+# grey part is each user waiting for the first token, the rest the answer streaming in.
 
 # %%
-fig = ch.figure({"model": eng.model_name, "agent": agent, "burst": crowd})
-show(fig)
+for fig in ch.figures({"model": eng.model_name, "agent": agent, "burst": crowd}).values():
+    show(fig)
 
 # %% [markdown]
 # ### The check
