@@ -97,7 +97,7 @@ for fig in ch.figures(data).values():
 # answer over the mean, per batch) and reaches the published 8x (Anyscale, 2023: continuous
 # batching alone; 23x with vLLM's paged KV memory as well) only when one answer in a batch
 # runs dozens of times longer than the rest. SmolLM2's chat answers are far more even, so
-# the bound, and the gain, stay under 2x here.
+# the bound, and the gain, stay small here (the figure writes both).
 
 # %% [markdown]
 # ### The check

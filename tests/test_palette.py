@@ -194,8 +194,9 @@ def test_greys_read_on_both_pages(theme):
 
 
 # the hues themselves (palette.BLUE, ...): a figure takes a meaning (PHASE["prefill"],
-# SERIES["main"]), never a hue; the neutrals (INK, MUTED, MUTED_TEXT) are text and guides
-NEUTRALS = {"INK", "MUTED", "MUTED_TEXT"}
+# SERIES["main"]), never a hue; the neutrals (INK, MUTED, MUTED_TEXT, ON_FILL) are text and
+# guides
+NEUTRALS = {"INK", "MUTED", "MUTED_TEXT", "ON_FILL"}
 HUES = sorted(n for n, v in vars(palette).items() if n.isupper() and isinstance(v, str)
               and HEX.fullmatch(v) and n not in NEUTRALS)
 # the canvas views' colours (owners, kinds, KV legend) and the colorway, by position

@@ -186,7 +186,8 @@ def profile(fig: go.Figure, dark: bool = False, cores: int | None = None,
                font={**(lay.get("font") or {}), "size": MIN_TEXT})
     # plotly anchors a title of several lines 17 px higher than one of a single line
     lay["title"] = dict(text=text or None, font=dict(size=TITLE_TEXT), x=12 / COLUMN,
-                        xref="container", xanchor="left", y=1 - (10 if "<br>" not in text else 27) / lay["height"],
+                        xref="container", xanchor="left",
+                        y=1 - (10 if "<br>" not in text else 27) / lay["height"],
                         yref="container", yanchor="top")
     _walk(spec, _raise_fonts)
     if dark:

@@ -78,7 +78,7 @@ _WORDS = {("phase", "prefill"): r"\bprefill", ("phase", "decode"): r"\bdecode",
           ("phase", "preempted"): r"\bpreempt", ("phase", "queued"): r"\bqueued",
           ("policy", "static"): r"\bstatic\b", ("policy", "continuous"): r"\bcontinuous",
           ("policy", "chunked"): r"\bchunked", ("cache", "shared"): r"\bshared \(ref",
-          ("cache", "cached"): r"\bcached\b|prefix[- ]cached|in the prefix cache|from the prefix cache",
+          ("cache", "cached"): r"\bcached\b|prefix[- ]cached|(in|from) the prefix cache",
           ("cache", "waste"): r"\bwasted?\b", ("part", "weights"): r"^weights",
           ("part", "activations"): r"^activations",
           **{("verdict", v): r"\b" + re.escape(v) + r"\b" for v in palette.VERDICT}}
