@@ -58,19 +58,22 @@ data = ch.measure(smoke=SMOKE)
 print(ch.summary(data))
 
 # %%
-show(ch.figure(data), height=820)
+for fig in ch.figures(data).values():
+    show(fig)
 
 # %% [markdown]
-# Top left: a prompt token (blue) costs a small fraction of a generated token (green); the
-# label is the ratio. With more requests in a decode step the generated token gets cheaper,
-# since the weights read once serve every request of the step. Top right: the same ratio beside
-# the output/input ratios of public API list prices (OpenAI and Anthropic, with the dates they
-# were seen in `_ch15_price.PUBLISHED`); a provider's ratio also carries its margins and its
-# batch sizes, so only the direction is compared. Bottom left: the same KV budget runs every
-# short request at once but only two of the long ones; the others wait, and each decode step
-# makes fewer tokens. Bottom right: the weights (here twice: the fp32 tensors and the copy
-# packed for the CPU GEMM) and the KV cache, reserved in full when the engine starts, are most
-# of the process; activations are a thin slice even under load.
+# First, what a token costs: a prompt token costs a small fraction of a generated token, as
+# measured here (the dots, with the range of the repeats); with more requests in a decode
+# step the generated token gets cheaper, since the weights read once serve every request of
+# the step. Beside them, the output/input ratios of public API list prices (OpenAI and
+# Anthropic, with the dates they were seen in `_ch15_price.PUBLISHED`); a provider's ratio
+# also carries its margins and its batch sizes, so only the direction is compared. Then how
+# many long contexts fit: the same KV budget runs every short request at once but only a few
+# of the long ones; the others wait, and each decode step makes fewer tokens. Last, where the
+# memory goes: the weights (here twice: the fp32 tensors and the copy packed for the CPU
+# GEMM, hatched) and the KV cache, reserved in full when the engine starts, are most of the
+# process; activations are a thin slice even under load. Below it, the same parts projected
+# for a Llama-3 8B on an 80 GB GPU.
 
 # %% [markdown]
 # ## The published prices
