@@ -14,10 +14,10 @@
 # ---
 
 # %% [markdown]
-# # 5. Naive batching vs continuous batching
+# # 5. Static batching vs continuous batching
 #
-# A GPU is most efficient when many requests share each pass over the weights. **Naive
-# (static) batching** starts a group together and lets nobody in until the whole group has
+# A GPU is most efficient when many requests share each pass over the weights. **Static
+# batching** (also called naive) starts a group together and lets nobody in until the whole group has
 # finished, so the batch slowly empties while the longest answer finishes, and the queue waits.
 # **Continuous batching** rebuilds the batch at every step: when one answer ends, a waiting
 # request takes its seat at the next step.

@@ -10,7 +10,7 @@ is a difference of one.
 Policies:
 * ``continuous`` (iteration-level): running requests are served first, then waiting ones
   join as soon as they fit; a finished request leaves at once.
-* ``static`` (naive batching): a batch is admitted only when the previous one has
+* ``static`` (static batching, also called naive): a batch is admitted only when the previous one has
   completely finished.
 Waiting requests join in the order of the scheduling policy (``core/policy``: ``fcfs`` or
 ``priority``), which also names the running request that yields when the KV cache runs

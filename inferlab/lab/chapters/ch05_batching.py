@@ -17,7 +17,7 @@ from . import _kit
 from ._ch05_spread import measure_spread, spread_figure
 
 TITLE = "Static vs continuous batching"
-CLAIM = ("Continuous (iteration-level) batching raises throughput over naive static batching "
+CLAIM = ("Continuous (iteration-level) batching raises throughput over static batching "
          "(8x in a published benchmark, 23x with vLLM's paged KV memory as well), and cuts "
          "waiting time.")
 SCHEDULERS = ("static", "continuous")
@@ -300,7 +300,7 @@ def judge_response_time(d: dict) -> Verdict:
 
 
 CLAIMS = (
-    Claim("05-throughput", "Continuous (per-step) batching raises throughput over naive "
+    Claim("05-throughput", "Continuous (per-step) batching raises throughput over "
           "static batching: 8x in Anyscale's benchmark, up to 23x together with vLLM's paged KV "
           "memory.", f"{ENTER}; {ANYSCALE}; iteration-level scheduling: {ORCA}", "ch05_batching",
           measure_for_claims, judge_throughput),
