@@ -139,8 +139,9 @@ def fit_figure(data: dict):
     import plotly.graph_objects as go
     sf = data["step_fit"]
     fig = go.Figure()
-    # every point is a prefill step (the phase's colour); thread counts differ by mark
-    color = palette.PHASE["prefill"]
+    # every point is a prefill step (the phase's colour); thread counts differ by mark; the
+    # fitted lines are no phase (grey)
+    color, fit = palette.PHASE["prefill"], palette.SERIES["main"]
     marks = [("circle", None), ("circle-open", "dash")]
     for (t, f), (symbol, dash) in zip(sorted(sf["fits"].items()), marks):
         rows = f["rows"]
@@ -148,14 +149,15 @@ def fit_figure(data: dict):
         fig.add_trace(go.Scatter(
             x=n, y=[r["step"] * 1e3 for r in rows], mode="markers",
             marker=dict(color=color, size=8, symbol=symbol, line=dict(width=1.5, color=color)),
-            name=f"{t} thread{'s' if t > 1 else ''}: measured (median, range)",
+            name=f"{t} thread{'s' if t > 1 else ''}: prefill steps (median, range)",
             error_y=dict(type="data", symmetric=False,
                          array=[(r["step_hi"] - r["step"]) * 1e3 for r in rows],
                          arrayminus=[(r["step"] - r["step_lo"]) * 1e3 for r in rows])))
         xs = np.linspace(0, max(n), 50)
         fig.add_trace(go.Scatter(x=xs, y=np.maximum(f["intercept"] + f["slope"] * xs, 1e-4) * 1e3,
                                  mode="lines", name=f"{t} thread{'s' if t > 1 else ''}: "
-                                 f"{_line(f)}", line=dict(color=color, width=1.5, dash=dash)))
+                                 f"{_line(f).replace('prompt token', 'token')}",
+                                 line=dict(color=fit, width=1.5, dash=dash)))
     w = sf["fits"][1]
     top = max(r["tokens"] for r in w["rows"])
     fig.add_trace(go.Scatter(x=[0, top], y=[w["weights_read_s"] * 1e3] * 2, mode="lines",
@@ -164,6 +166,6 @@ def fit_figure(data: dict):
     # linear axes: the fitted line is a straight line, its intercept the fixed cost
     fig.update_xaxes(title_text="prompt tokens in the step", rangemode="tozero")
     fig.update_yaxes(title_text="prefill step (ms)", rangemode="tozero", tickformat=",~r")
-    return _kit.style(fig, "Why a short prefill costs what it does: a fixed cost per step "
-                      "plus a cost per token", f"wall clock, this machine: medians of "
+    return _kit.style(fig, "Why a short prefill costs what it does: a fixed cost per "
+                      "step, then a cost per token", f"wall clock, this machine: medians of "
                       f"{sf['wall']['repeats']} interleaved repeats; {sf['model']}")

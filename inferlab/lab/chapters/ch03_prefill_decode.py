@@ -18,6 +18,7 @@ from ._ch03_steps import (fit_figure, fit_steps, fit_text, one_request,  # noqa:
                           step_fit)
 
 TITLE = "Prefill vs decode: TTFT grows with the input, per-token latency stays flat"
+HEADING = "Prefill vs decode: TTFT grows with the input, time per token is flat"
 CLAIM = ("Prefill is compute-bound and its time (TTFT) scales with input length; decode is "
          "memory-bound and the per-token speed stays roughly constant.")
 # Wall-clock lengths stay small (a 2-core CPU prefills a few hundred tokens a second); the
@@ -117,29 +118,52 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
     return data
 
 
+def _point_label(label: str) -> str:
+    """A roofline point's size, from its label: "prefill 512 tok" -> "512 tokens",
+    "decode, batch 16" -> "batch 16"."""
+    words = label.replace(",", "").split()
+    if words[-2] == "batch":
+        return f"batch {int(words[-1]):,}"
+    return f"{int(words[1]):,} tokens"
+
+
 def figure(data: dict, clock: str = "sim"):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
     rows, rf = data["runs"][clock], data["roofline"]
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
         "time per request phase (ms)", f"roofline: {rf['gpu']}, {rf['model']} (bf16)"))
-    x = [r["input_tokens"] for r in rows]
-    fig.add_trace(go.Scatter(x=x, y=[r["ttft"] * 1e3 for r in rows], mode="lines+markers",
+    inputs = [r["input_tokens"] for r in rows]
+    fig.add_trace(go.Scatter(x=inputs, y=[r["ttft"] * 1e3 for r in rows], mode="lines+markers",
                              name="time to first token (prefill)",
                              line_color=palette.PHASE["prefill"]), 1, 1)
-    fig.add_trace(go.Scatter(x=x, y=[r["tpot"] * 1e3 for r in rows], mode="lines+markers",
+    fig.add_trace(go.Scatter(x=inputs, y=[r["tpot"] * 1e3 for r in rows], mode="lines+markers",
                              name="time per output token (decode)",
                              line_color=palette.PHASE["decode"]), 1, 1)
-    xs = np.logspace(-0.5, 4.5, 60)
+    xs = np.logspace(-0.5, 4.8, 64)     # to 60,000: room for the last label
     fig.add_trace(go.Scatter(x=xs, y=np.minimum(rf["peak"], rf["bandwidth"] * xs) / 1e12,
                              mode="lines", name="attainable (roofline)",
                              line=dict(color=palette.INK, width=1.5)), 1, 2)
-    for p in rf["points"]:
-        decode = p["label"].startswith("decode")
+    # each kind of step one trace; a point says only its size (the colour, its phase)
+    # labels: the two prefill points on the roof sit close together: the first one's label
+    # goes above it, the next one's below the roof; a decode point's below, to its right
+    for kind in ("prefill", "decode"):
+        pts = [p for p in rf["points"] if p["label"].startswith(kind)]
+        on_roof = [p["flops"] >= rf["peak"] for p in pts]
+        where = ["bottom right" if kind == "decode" else "top left" if not roof else
+                 "bottom center" if any(on_roof[:i]) else "top center"
+                 for i, roof in enumerate(on_roof)]
         fig.add_trace(go.Scatter(
-            x=[p["intensity"]], y=[p["flops"] / 1e12], mode="markers+text", text=[p["label"]],
-            textposition="bottom right" if decode else "top left", showlegend=False,
-            marker=dict(size=9, color=palette.PHASE["decode" if decode else "prefill"])), 1, 2)
+            x=[p["intensity"] for p in pts], y=[p["flops"] / 1e12 for p in pts],
+            mode="markers+text", text=[_point_label(p["label"]) for p in pts],
+            textposition=where, name=f"{kind} step", showlegend=False,
+            marker=dict(size=10, color=palette.PHASE[kind])), 1, 2)
+    r0, r1 = rows[0], rows[-1]
+    fig.add_annotation(
+        text=f"{r0['input_tokens']:,} to {r1['input_tokens']:,} input tokens:<br>"
+             f"TTFT {x(r1['ttft'] / r0['ttft'])}, per output token {x(r1['tpot'] / r0['tpot'])}",
+        xref="x domain", yref="y domain", x=0.02, y=0.98, xanchor="left", yanchor="top",
+        showarrow=False, align="left", font=dict(size=13), row=1, col=1)
     fig.update_xaxes(title_text="input tokens", tickformat=",~r", row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     # log-log, with round ticks (powers of ten) and no minor labels
@@ -147,10 +171,11 @@ def figure(data: dict, clock: str = "sim"):
     roof = np.minimum(rf["peak"], rf["bandwidth"] * xs) / 1e12
     ilf.log_axis(fig, "x", [xs[0], xs[-1]], title="FLOPs per byte moved (log scale)",
                  row=1, col=2, pad=0)
-    ilf.log_axis(fig, "y", [*roof, *(p["flops"] / 1e12 for p in rf["points"])],
+    # room above the roof for the label of the first point on it
+    ilf.log_axis(fig, "y", [*roof, rf["peak"] * 2.5 / 1e12],
                  title="TFLOP/s (log scale)", row=1, col=2)
     label = data["clock_sim"] if clock == "sim" else f"wall, this machine ({data['model_wall']})"
-    return _kit.style(fig, TITLE, label)
+    return _kit.style(fig, HEADING, label)
 
 
 def summary(data: dict) -> str:
