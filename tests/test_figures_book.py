@@ -24,7 +24,10 @@ def test_two_runs_give_identical_figure_data():
 def test_build_all_writes_each_format(tmp_path):
     paths = figures_book.build_all(tmp_path, smoke=True, only=["ch01"])
     names = sorted(p.rsplit("/", 1)[-1] for p in paths)
-    assert names == ["ch01_prompt_anatomy" + e for e in (".json", ".pdf", ".png", ".svg")]
+    # chapter 1 draws two figures (book.chapter_figures): the main one and its token view
+    assert names == sorted(stem + e for stem in ("ch01_prompt_anatomy",
+                                                 "ch01_prompt_anatomy-tokens")
+                           for e in (".json", ".pdf", ".png", ".svg"))
     assert all((tmp_path / n).stat().st_size > 1000 for n in names)
 
 

@@ -46,20 +46,29 @@ def turns_figure(data: dict):
 
     from . import _kit
     fig = go.Figure()
+    # the legend names what the cache's colour means: the earlier turns found cached
+    names = {"uncached · wall": "no prefix cache",
+             "cached · wall": "prefix cache on: earlier turns cached"}
     for key, (label, color, where) in ARMS.items():
         rows = data["runs"][key]
         fig.add_trace(go.Scatter(
             x=[r["turn"] for r in rows], y=[r["ttft"] for r in rows],
-            mode="lines+markers+text", name=label, line=dict(color=color, width=2.5),
+            mode="lines+markers+text", name=names.get(key, label),
+            line=dict(color=color, width=2.5),
             marker=dict(size=9, color=color, line=dict(color=palette.INK, width=1)),
-            text=[f"{r['computed_tokens']} tok" for r in rows], textposition=where,
+            text=[f"{r['computed_tokens']} tokens" for r in rows], textposition=where,
             error_y=dict(type="data", symmetric=False,
                          array=[r["ttft_hi"] - r["ttft"] for r in rows],
                          arrayminus=[r["ttft"] - r["ttft_lo"] for r in rows])))
     fig.update_xaxes(title_text="turn of the conversation", dtick=5 if len(rows) > 3 else None,
                      range=[0, 23])
     fig.update_yaxes(title_text="time to first token (s)", rangemode="tozero")
+    off = data["runs"]["uncached · wall"]
+    fig.add_annotation(text=f"without a cache, turn {off[-1]['turn']} starts "
+                            f"{x(off[-1]['ttft'] / off[0]['ttft'])} later than turn "
+                            f"{off[0]['turn']}", xref="paper", yref="paper", x=0.02, y=0.98,
+                       xanchor="left", yanchor="top", showarrow=False, font=dict(size=13))
     fig.update_layout(height=420)
-    return _kit.style(fig, f"Later turns start later: time to first token per turn "
-                      f"({data['model']}; labels: prompt tokens computed)", data["wall"]["label"],
-                      left=80)
+    return _kit.style(fig, "Without a prefix cache, later turns start later"
+                      f"<br><sup>{data['model']}; labels: prompt tokens computed"
+                      "</sup>", data["wall"]["label"], left=80).update_layout(legend_y=-0.32)

@@ -116,11 +116,12 @@ def anatomy(tok, turn: int = 3) -> list[tuple[str, str]]:
 
 
 def tokens_figure(tokens):
-    """Every token the model reads, as a chip in its segment's colour, laid out as the text."""
+    """Every token the model reads, as a chip laid out as the text, each part of the prompt
+    named in the margin."""
     from . import _ch01_tokens
     typed = sum(1 for _, seg in tokens if seg == "new message")
-    return _ch01_tokens.figure(tokens, COLORS, f"What the model reads: {len(tokens)} tokens, "
-                                               f"{typed} of them typed by the user")
+    return _ch01_tokens.figure(tokens, f"What the model reads: {len(tokens)} tokens, {typed} "
+                                       "of them typed by the user")
 
 
 def replay_turns(eng, turns, keep=None) -> list[dict]:
@@ -208,38 +209,17 @@ def _measure_wall(turns: list[int], repeats: int, runs: dict, caching=(False, Tr
             "later_turns_ttft": {name: res.spread(name, later).as_dict() for name in res.runs}}
 
 
-def _arm_marker(cached: bool) -> dict:
-    """Prefix caching on: the cache's colour for cached blocks (palette.CACHE), edged in ink
-    so the yellow reads on white; off: the baseline grey."""
-    if cached:
-        return dict(color=palette.CACHE["cached"], line=dict(color=palette.INK, width=1))
-    return dict(color=palette.SERIES["baseline"])
+def figures(data: dict) -> dict:
+    """One figure per point: the prompt's parts and each turn's work (the main one), and
+    every token the model reads at turn 3, laid out as the text."""
+    return {"": figure(data), "tokens": tokens_figure(data["tokens"])}
 
 
 def figure(data: dict):
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-    n = len(data["runs"]["uncached · sim"])
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.35, 0.65], subplot_titles=(
-        "what the model reads at turn 3 (tokens)",
-        f"prompt tokens computed per turn, {n} turns"))
-    fig.add_trace(go.Bar(y=list(SEGMENTS), x=[data["counts"][s] for s in SEGMENTS],
-                         orientation="h", marker_color=[COLORS[s] for s in SEGMENTS],
-                         showlegend=False, text=[data["counts"][s] for s in SEGMENTS]), 1, 1)
-    sims = [k for k in data["runs"] if k.endswith("sim")]
-    for label in sims:
-        rows = data["runs"][label]
-        tot = recompute_totals(rows)["total"]
-        fig.add_trace(go.Bar(x=[r["turn"] for r in rows], y=[r["computed_tokens"] for r in rows],
-                             name=f"prefix caching {'on' if label.startswith('cached') else 'off'}"
-                                  f" ({tot:,} tokens over {n} turns)",
-                             marker=_arm_marker(label.startswith("cached"))), 1, 2)
-    fig.update_layout(barmode="group")
-    fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text="tokens", row=1, col=1)
-    fig.update_xaxes(title_text="turn", dtick=2, row=1, col=2)
-    fig.update_yaxes(title_text="tokens prefilled", row=1, col=2)
-    return _kit.style(fig, TITLE, "none: token counts", left=120)
+    """What the model reads at turn 3, by part, and the prompt tokens each turn computes
+    without and with a prefix cache (``_ch01_figure``)."""
+    from . import _ch01_figure
+    return _ch01_figure.figure(data, COLORS)
 
 
 def summary(data: dict) -> str:
