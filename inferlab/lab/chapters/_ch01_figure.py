@@ -12,6 +12,7 @@ from ..verdicts import x as times
 
 COMPUTED = "prompt tokens computed (prefill)"
 SERVED = "prompt tokens from the prefix cache"
+SHOWN = {"template": "chat template"}     # a part's name as the figure prints it
 OFFSET = 0.19          # each turn: the bar without a cache left of the turn, with it right
 
 
@@ -27,7 +28,8 @@ def figure(data: dict, colors: dict[str, str]):
     fig = make_subplots(rows=1, cols=2, column_widths=[0.33, 0.67], horizontal_spacing=0.1,
                         subplot_titles=("the prompt at turn 3, by part",
                                         f"prompt tokens of each of {n} turns"))
-    fig.add_trace(go.Bar(y=segs, x=[counts[s] for s in segs], orientation="h",
+    shown = [SHOWN.get(s, s) for s in segs]
+    fig.add_trace(go.Bar(y=shown, x=[counts[s] for s in segs], orientation="h",
                          marker_color=[colors[s] for s in segs], showlegend=False,
                          name="tokens at turn 3", text=[counts[s] for s in segs]), 1, 1)
     turns = [r["turn"] for r in off]
