@@ -184,8 +184,15 @@ def tokenizers_figure(data: dict):
     fig.update_xaxes(rangemode="tozero")
     top = max(r["tokens"][n] for r in rows for n in names)
     fig.update_xaxes(range=[0, top * 1.3], row=1, col=1)
-    title = (f"One text, two models' tokenizers: {' and '.join(names)}" if len(names) > 1
-             else f"One text, one tokenizer: {names[0]} ({'; '.join(t['missing'])})")
+    fig.update_yaxes(ticks="", row=1, col=2)
+    fig.update_yaxes(ticks="", row=1, col=3)
+    if len(names) > 1:
+        fewer = sum(r["tokens"][names[1]] < r["tokens"][names[0]] for r in rows)
+        title = (f"One text, two models' tokenizers: {names[1]}'s cuts {fewer} of {len(rows)} "
+                 f"texts into fewer tokens than {names[0]}'s")
+    else:       # what is missing goes under the heading, as a caveat
+        title = (f"One text, one tokenizer: {names[0]}"
+                 f"<br><sup>{'; '.join(t['missing'])}</sup>")
     _kit.style(fig, title, t["clock_sim"], left=100)
     fig.update_annotations(font_size=13)                   # the panels' titles
     fig.update_layout(margin=dict(t=140), legend=dict(y=-0.12, traceorder="reversed"))
