@@ -180,7 +180,10 @@ def profile(fig: go.Figure, dark: bool = False, cores: int | None = None,
         rows = _legend_rows(spec["data"])
         legend.update(orientation="h", x=12 / COLUMN, xanchor="left", y=0, yanchor="bottom",
                       yref="container", xref="container", itemwidth=30)
-        margin["b"] = 58 + rows * 22 + 8      # the x axis title, then the legend
+        # the x axis title (one more row of ticks on a two-level axis), then the legend
+        two_level = any(isinstance(t.get("x"), (list, tuple)) and t["x"] and
+                        isinstance(t["x"][0], (list, tuple)) for t in spec["data"])
+        margin["b"] = 58 + (24 if two_level else 0) + rows * 22 + 8
     lay.update(width=COLUMN, legend=legend, margin=margin,
                height=height or round(max(h0 * COLUMN / w0, 360) + top * 0.4 + rows * 22),
                font={**(lay.get("font") or {}), "size": MIN_TEXT})

@@ -86,7 +86,8 @@ NEUTRAL: dict[str, dict[str, str]] = {
 # what a light figure's neutrals become on the dark page: ink turns to the page's text, a
 # free block's white to the page itself (still hollow), muted text and the band stay legible
 DARK: dict[str, str] = {INK: NEUTRAL["dark"]["fg"], "#FFFFFF": NEUTRAL["dark"]["bg"],
-                        MUTED_TEXT: "#AAAAAA", SERIES["band"]: "#3A3A3A"}
+                        MUTED_TEXT: "#AAAAAA", SERIES["band"]: "#3A3A3A",
+                        CACHE["used"]: "#71819C"}    # the slate, lighter: it sank into the page
 
 
 def on_dark(color: str) -> str:
