@@ -54,7 +54,7 @@ print(ch.summary(data))
 # %% [markdown]
 # ## Every token, coloured by where it came from
 #
-# Hover a token to see its segment; click a segment in the legend to hide it. `↵` marks a
+# Hover a token to see its segment; the margin names each part of the prompt. `↵` marks a
 # line break.
 
 # %%

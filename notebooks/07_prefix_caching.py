@@ -49,14 +49,15 @@ data = ch.measure(smoke=SMOKE)
 print(ch.summary(data))
 
 # %%
-fig = ch.figure(data)
-show(fig)
+for fig in ch.figures(data).values():
+    show(fig)
 
 # %% [markdown]
-# Left: without the cache, the tokens computed per round grow with the conversation (they
-# follow the dotted line: the whole prompt). With it, each round computes only about its new
-# tool result. Third: requests after the first find the shared system prompt already cached.
-# Right: requests that arrive together share it too, in the very step that computes it, but
+# First, the agent loop: every round re-sends the whole conversation (a bar's full height).
+# Without the cache each round computes all of it; with it, only about the new tool result
+# (prefill), the rest is served from the prefix cache. Then the shared system prompt:
+# requests after the first find it already cached, and their time to first token drops.
+# Last, requests that arrive together share it too, in the very step that computes it, but
 # only because its blocks are indexed as they are allocated; indexed after the step, each
 # request in that first step computes the whole prompt again.
 
