@@ -263,9 +263,9 @@ class View(SavedDisplay, anywidget.AnyWidget):
 def png_of(fig, width: int = 900, height: int = 420) -> bytes:
     """A view's picture as PNG bytes at device scale 2 (sharp on a HiDPI screen and in
     print), at the figure's own size where it has one (a timeline grows with its requests)."""
-    from inferlab.lab.figures import to_image
-    return to_image(fig, "png", width=fig.layout.width or width,
-                    height=fig.layout.height or height, scale=2.0)
+    from inferlab.lab.figures import compact_png, to_image
+    return compact_png(to_image(fig, "png", width=fig.layout.width or width,
+                                height=fig.layout.height or height, scale=2.0))
 
 
 def wait_until(pred, timeout: float = 5.0, every: float = 0.01) -> bool:

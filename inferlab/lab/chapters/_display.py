@@ -33,7 +33,8 @@ def bundle(fig, width: int = 1000, height: int = 480) -> dict:
     width, height = fig.layout.width, fig.layout.height
     data = {"text/plain": f"<plotly figure: {title.split('<br>')[0]}>"}
     try:
-        png = figures.to_image(fig, "png", width=width, height=height, scale=article.SCALE)
+        png = figures.compact_png(figures.to_image(fig, "png", width=width, height=height,
+                                                   scale=article.SCALE))
         data["image/png"] = base64.b64encode(png).decode("ascii")
     except Exception as exc:   # noqa: BLE001 - no headless browser (e.g. some Binder images)
         msg = figures.export_failed("static image", exc)

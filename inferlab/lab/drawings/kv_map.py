@@ -20,43 +20,12 @@ import plotly.graph_objects as go
 
 from inferlab.lab import palette
 
+from .kv_text import memory_note, size, waste_title  # noqa: F401 (the drawing's words)
+
 CELL = 0.9            # a block's width in map columns (the rest is the gap between blocks)
 ROW = 0.55            # a block's height in rows (the rest leaves room for the labels)
 TABLE_ROWS = 10       # block-table rows drawn before the middle ones are elided
 GAP = 1.6             # rows of space between the map and the block table under it
-
-
-def size(nbytes: float) -> str:
-    """'18 KiB', '2.3 MiB', '1.5 GiB': binary units, 2 significant digits below 10."""
-    for unit, f in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if nbytes >= f:
-            v = nbytes / f
-            return f"{v:.1f} {unit}" if v < 10 else f"{v:,.0f} {unit}"
-    return f"{nbytes:.0f} B"
-
-
-def waste_title(cells, block_size: int, layout: str) -> tuple[int, int, str]:
-    """(tokens held, slots reserved, the title sentence) over the owned blocks."""
-    owned = [c for c in cells if c["owner"] is not None]
-    slots = len(owned) * block_size
-    tokens = sum(min(c["fill"], block_size) for c in owned)
-    if not slots:
-        return 0, 0, f"{layout}: no slots reserved"
-    return tokens, slots, (f"{layout}: {tokens:,} of {slots:,} reserved slots hold tokens "
-                           f"({1 - tokens / slots:.0%} wasted)")
-
-
-def memory_note(tokens: int, slots: int, bytes_per_token: int | None,
-                dtype: str | None) -> str:
-    """The waste in memory at the engine's own ``bytes_per_token`` (K and V, all layers):
-    "45 KiB a token slot in float32: 1.2 MiB of 11 MiB reserved is empty"."""
-    if not bytes_per_token:
-        return ""
-    per = f"{size(bytes_per_token)} a token slot" + (f" in {dtype}" if dtype else "")
-    if not slots:
-        return per
-    return (f"{per}: {size((slots - tokens) * bytes_per_token)} of "
-            f"{size(slots * bytes_per_token)} reserved is empty")
 
 
 def _columns(n: int, block_size: int) -> int:
@@ -250,8 +219,12 @@ def _runs(blocks: list[int], cols: int) -> list[tuple[int, int]]:
 
 
 def _short(names: list[str]) -> dict[str, str]:
-    """Request ids without the prefix they all share ("req-12" -> "12"), for labels."""
-    import os.path
+    """Request ids as short labels: the number they end in when each has its own ("req-12",
+    "chat-es-3" -> "12", "3"), else without the prefix they all share."""
+    import os.path, re  # noqa: E401
+    nums = [re.search(r"(\d+)$", nm) for nm in names]
+    if all(nums) and len({m.group(1) for m in nums}) == len(names):
+        return {nm: m.group(1) for nm, m in zip(names, nums)}
     pre = os.path.commonprefix(names) if len(names) > 1 else ""
     while pre and pre[-1].isdigit():
         pre = pre[:-1]
@@ -268,7 +241,7 @@ def _labels(data, shown, pos, bs, fg) -> None:
     for c in shown:
         x, y = pos[c["block"]]
         o = c["owner"]
-        if o is None or (owner_of.get(c["block"] - 1) == o and x > 0):
+        if o is None or owner_of.get(c["block"] - 1) == o:
             continue
         # a shared block is no one request's: it says how many point at it
         lx.append(x + 0.06), ly.append(y)
@@ -282,8 +255,10 @@ def _map_title(shown, bs: int) -> str:
     names = sorted({str(c["owner"]) for c in shown if c["owner"] is not None})
     short = _short(names)
     ex = next((nm for nm in names if short[nm] != nm), None)
-    who = f"labels: request {ex[:len(ex) - len(short[ex])]}N" if ex else "labels: request id"
-    return f"physical blocks, {bs} token slots each ({who})"
+    pre = ex[:len(ex) - len(short[ex])] if ex else None
+    who = "request id" if pre is None else f"request {pre}N" if all(
+        nm.startswith(pre) for nm in names) else "the number ending a request's id"
+    return f"physical blocks, {bs} token slots each (labels: {who})"
 
 
 def _table_title(table) -> str:
