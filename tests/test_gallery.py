@@ -16,11 +16,17 @@ def test_gallery_draws_every_view_and_chapter(tmp_path):
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert images == ["token_stream.png", "scheduler_timeline.png", "kv_map_paged.png",
                       "kv_map_contiguous.png", "batching_comparison.png",
-                      "ch02_tokenization.png"], images
-    for name in images:
-        png = (tmp_path / name).read_bytes()
-        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, name
-    assert "## Views" in text and "## Chapter figures" in text
+                      "ch02_tokenization.png", "kv_paging.gif"], images
+    for name in images[:-1]:
+        for twin in (name, name.replace(".png", "-dark.png")):
+            png = (tmp_path / twin).read_bytes()
+            assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, twin
+        stem = name[:-4]
+        assert (tmp_path / f"{stem}.caption.md").read_text().strip()
+        assert (tmp_path / f"{stem}.alt.txt").read_text().strip()
+    assert (tmp_path / "kv_paging.gif").read_bytes()[:6] == b"GIF89a"
+    assert (tmp_path / "kv_paging.mp4").stat().st_size > 10_000
+    assert "## Views" in text and "## Chapter figures" in text and "step by step" in text
 
 
 def test_the_committed_gallery_is_what_the_records_draw():
