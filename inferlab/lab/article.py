@@ -69,9 +69,9 @@ def clock_tag(clock: str | None, cores: int | None = None) -> str:
         return f"projection: {gpu} cost model{counted}"
     if "wall" in c:
         return f"measured, {cpu}"
-    if "bytes" in c or "memory" in c:
+    if "resident" in c or "vmhwm" in c:
         return "measured: memory resident"
-    if "count" in c or c.startswith("none"):
+    if "count" in c or c.startswith("none") or "bytes" in c:
         return "counted by the engine"
     return clock if len(clock) <= 40 else clock[:39] + "…"
 

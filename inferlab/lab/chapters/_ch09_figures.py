@@ -98,28 +98,27 @@ def bound_figure(data: dict):
     import plotly.graph_objects as go
     m, rows = data["machine"], data["rows"]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=[f"{r['batch']} x {r['context']}" for r in rows],
-                         y=[r["numba_gbs"] for r in rows],
+    # one row per shape (horizontal bars: a dozen shape labels never crowd an x axis)
+    fig.add_trace(go.Bar(y=[f"{r['batch']} × {r['context']:,}" for r in rows],
+                         x=[r["numba_gbs"] for r in rows], orientation="h",
                          name=f"SmolLM2 shape (9 q / 3 kv heads, {data['intensity']:.1f} FLOP/B)",
-                         marker_color=palette.SERIES["main"],
+                         marker_color=palette.SERIES["main"], textposition="outside",
                          text=[f"{r['share_of_bandwidth']:.0%}" for r in rows]))
-    fig.add_trace(go.Bar(x=[f"1 x {r['context']}" for r in m["probes"]],
-                         y=[r["gbs"] for r in m["probes"]],
+    fig.add_trace(go.Bar(y=[f"1 × {r['context']:,}" for r in m["probes"]],
+                         x=[r["gbs"] for r in m["probes"]], orientation="h",
                          name=f"one q head per kv head ({m['probes'][0]['intensity']:.1f} FLOP/B)",
-                         marker_color=palette.SERIES["baseline"],
+                         marker_color=palette.SERIES["baseline"], textposition="outside",
                          text=[f"{r['share_of_bandwidth']:.0%}" for r in m["probes"]]))
-    fig.add_hline(y=m["read_gbs"], line_dash="dot", line_color=palette.INK,
-                  annotation_text=f"measured memory bandwidth {m['read_gbs']:.0f} GB/s "
-                                  f"(ridge {m['ridge']:.1f} FLOP/B)",
-                  annotation_position="top left")
-    fig.update_yaxes(title_text="K/V read by the numba kernel (GB/s)", rangemode="tozero",
+    fig.add_vline(x=m["read_gbs"], line_dash="dot", line_color=palette.INK,
+                  annotation_text=f"measured memory bandwidth {m['read_gbs']:.0f} GB/s",
+                  annotation_position="bottom left")
+    fig.update_xaxes(title_text="K/V read by the numba kernel (GB/s; labels: % of the "
+                     "measured bandwidth)", rangemode="tozero",
                      range=[0, max([m["read_gbs"], *(r["numba_gbs"] for r in rows),
-                                    *(r["gbs"] for r in m["probes"])]) * 1.12])
-    fig.update_xaxes(title_text="batch x context tokens", tickangle=0, automargin=True)
-    fig.update_traces(textfont=dict(size=12), selector=dict(type="bar"))
-    _kit.style(fig, "Is decode attention memory-bound here? K/V bandwidth reached, "
-               "% of the measured memory bandwidth", data["clock"])
-    # the legend above the plot: nothing below it to collide with
-    fig.update_layout(legend=dict(y=1.0, yanchor="bottom", x=0, xanchor="left"),
-                      margin=dict(b=70))
+                                    *(r["gbs"] for r in m["probes"])]) * 1.18])
+    fig.update_yaxes(title_text="batch × context tokens", autorange="reversed",
+                     automargin=True)
+    _kit.style(fig, "Is decode attention memory-bound here? K/V bandwidth reached",
+               data["clock"] + f" · ridge point {m['ridge']:.1f} FLOP/B")
+    fig.update_layout(height=140 + 30 * (len(rows) + len(m["probes"])))
     return fig

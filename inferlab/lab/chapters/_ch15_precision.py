@@ -156,8 +156,7 @@ def precision_figure(p: dict):
                          hovertext=[f"{r['tokens']} tokens, all alike" if s else
                                     f"alike for {r['first_difference']} tokens, then apart"
                                     for r, s in zip(div, same)], hoverinfo="text"), 1, 3)
-    fig.update_xaxes(title_text="prompt (filled: alike throughout)",
-                     dtick=1, row=1, col=3)
+    fig.update_xaxes(title_text="prompt (filled: all alike)", dtick=1, row=1, col=3)
     fig.update_yaxes(rangemode="tozero", title_text="tokens/s", row=1, col=1)
     fig.update_yaxes(range=[0, 125], title_text="% of fp32", row=1, col=2)
     fig.update_yaxes(range=[0, p["max_tokens"] * 1.15], title_text="tokens", row=1, col=3)
