@@ -44,7 +44,9 @@ def test_figures_draw_from_the_record_without_measuring(tmp_path, monkeypatch):
     monkeypatch.setattr(ch, "measure", no_measuring)
     assert main(["figures", "--id", "ch05", "--theme", "dark", "--out", str(tmp_path)]) == 0
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["ch05_batching" + e for e in (".json", ".pdf", ".png", ".svg")]
+    # the chapter's two figures: the seats (main) and the answer-length spread
+    assert names == sorted(stem + e for stem in ("ch05_batching", "ch05_batching-spread")
+                           for e in (".json", ".pdf", ".png", ".svg"))
     drawn = json.loads((tmp_path / "ch05_batching.json").read_text())
     want = ch.figure(records.load("ch05")["data"])
     want.update_layout(template="inferlab_dark")
