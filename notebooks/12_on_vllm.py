@@ -156,7 +156,8 @@ if HAVE_VLLM:
 # %%
 sides = [ours] + ([theirs] if HAVE_VLLM else [])
 BatchingComparison(*sides, labels=["inferlab", "vLLM"][:len(sides)],
-                   title="The same workload: inferlab and vLLM (wall clock)")
+                   title="One small run each, to look at (not a benchmark: chapter 14 and "
+                         "`inferlab bench vllm` measure the two)")
 
 # %% [markdown]
 # ## Prefix-cache hits compared
