@@ -6,7 +6,8 @@ the measurement already kept in DIR instead of running the engine again, in this
 any other that has DIR: the test session sets it for itself and for the notebook kernels it
 starts, so the report card's fixture, the chapter tests and the notebooks read one
 measurement per chapter. Unset (a user's notebook, ``inferlab claims``, ``inferlab figures``),
-every call measures.
+every call measures. With ``INFERLAB_REPLAY=1`` (``replay.enable()``) nothing measures: the
+call returns the chapter's recorded measurement, saying so (``replay``).
 
 A call whose arguments hold an object with no stable text (an engine, a function) is not
 kept; nor is a result that does not pickle. A result read back is a fresh copy: a caller may
@@ -22,10 +23,12 @@ import pathlib
 import pickle
 import re
 
+from . import replay
+
 ENV = "INFERLAB_MEASURE_CACHE"
 # environment variables that change what an engine computes belong in the key; these do not
 # (the smoke size is an argument of measure itself)
-_NOT_IN_KEY = {ENV, "INFERLAB_SMOKE", "INFERLAB_API_KEY"}
+_NOT_IN_KEY = {ENV, "INFERLAB_SMOKE", "INFERLAB_API_KEY", replay.ENV}
 _UNSTABLE = re.compile(r" at 0x[0-9a-f]+")
 
 
@@ -55,9 +58,12 @@ def put(root, fn, kwargs: dict, data) -> pathlib.Path:
 
 
 def shared(fn):
-    """Decorate a chapter's ``measure``: kept in ``$INFERLAB_MEASURE_CACHE`` when that is set."""
+    """Decorate a chapter's ``measure``: kept in ``$INFERLAB_MEASURE_CACHE`` when that is set;
+    its record's measurement when replaying (``$INFERLAB_REPLAY``)."""
     @functools.wraps(fn)
     def measure(*args, **kwargs):
+        if replay.enabled():
+            return replay.chapter_measurement(fn)
         root = os.environ.get(ENV)
         text = key(fn, args, kwargs) if root else None
         if text is None:

@@ -17,79 +17,16 @@ measurement that was written, type for type, and the same record gives the same 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import importlib
-import json
 import os
 import pathlib
 import re
 import tempfile
 
-from . import protocol
+from . import protocol, record_file
+from .record_file import SUFFIX, dumps, json_text, loads, read, write  # noqa: F401 - re-exported
 
-ROOT = pathlib.Path(__file__).resolve().parents[2] / "docs" / "results" / "chapters"
-SUFFIX = ".json.gz"
-
-
-# --- the codec: JSON with tags for tuples, arrays and non-text keys ---------------------------
-def _enc(o):
-    import numpy as np
-    if isinstance(o, dict):
-        if all(isinstance(k, str) for k in o):
-            return {k: _enc(v) for k, v in o.items()} if "__t" not in o else \
-                {"__t": "dict", "items": [[k, _enc(v)] for k, v in o.items()]}
-        return {"__t": "dict", "items": [[_enc(k), _enc(v)] for k, v in o.items()]}
-    if isinstance(o, tuple):
-        return {"__t": "tuple", "items": [_enc(v) for v in o]}
-    if isinstance(o, list):
-        return [_enc(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return {"__t": "array", "dtype": str(o.dtype), "shape": list(o.shape),
-                "items": o.ravel().tolist()}
-    if isinstance(o, np.generic):
-        return o.item()
-    if o is None or isinstance(o, (bool, int, float, str)):
-        return o
-    from ..observe.trace import Trace
-    if isinstance(o, Trace):                   # a run's steps, as its trace file's JSON
-        return {"__t": "trace", "value": o.to_dict()}
-    raise TypeError(f"a record keeps plain data only (dict, list, tuple, numbers, text, numpy "
-                    f"arrays, traces); got {type(o).__name__}")
-
-
-def _dec(o):
-    if isinstance(o, list):
-        return [_dec(v) for v in o]
-    if not isinstance(o, dict):
-        return o
-    tag = o.get("__t")
-    if tag == "tuple":
-        return tuple(_dec(v) for v in o["items"])
-    if tag == "dict":
-        return {_hashable(_dec(k)): _dec(v) for k, v in o["items"]}
-    if tag == "trace":
-        from ..observe.trace import Trace
-        return Trace.from_dict(o["value"], "a record's trace")
-    if tag == "array":
-        import numpy as np
-        return np.asarray(o["items"], dtype=o["dtype"]).reshape(o["shape"])
-    return {k: _dec(v) for k, v in o.items()}
-
-
-def _hashable(k):
-    return tuple(_hashable(v) for v in k) if isinstance(k, (list, tuple)) else k
-
-
-def _text(data) -> str:
-    return json.dumps(_enc(data), separators=(",", ":"))
-
-
-def dumps(data) -> bytes:
-    return gzip.compress(_text(data).encode("utf-8"), compresslevel=9, mtime=0)
-
-
-def loads(blob: bytes):
-    return _dec(json.loads(gzip.decompress(blob).decode("utf-8")))
+ROOT = record_file.ROOT
 
 
 # --- a chapter's record ------------------------------------------------------------------------
@@ -153,7 +90,8 @@ def record(chapter, smoke: bool = False, command: str | None = None, root=None,
     rec = {"record": 1, "chapter": name, "smoke": smoke, "workload": workload_id(name, smoke),
            **protocol.result_meta(command or f"inferlab record --id {name[:4]}"
                                   + (" --smoke" if smoke else "")),
-           "data": data, "claims_data": None if _text(claims_data) == _text(data) else claims_data}
+           "data": data,
+           "claims_data": None if json_text(claims_data) == json_text(data) else claims_data}
     return write(path(name, root), _judged(rec))
 
 
@@ -170,21 +108,6 @@ def _judged(rec: dict) -> dict:
     mod = importlib.import_module(f"inferlab.lab.chapters.{rec['chapter']}")
     judged = [(c.id, c.assess(data)) for c in getattr(mod, "CLAIMS", ())]
     return {**rec, "verdicts": verdict_rows(judged), "numbers": numbers(judged, rec["workload"])}
-
-
-def write(out, rec: dict) -> pathlib.Path:
-    """Write a record whole or not at all (another process sees the old file or the new)."""
-    out = pathlib.Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(dumps(rec))
-    os.replace(tmp, out)
-    return out
-
-
-def read(p) -> dict:
-    """A record file as written (no chapter lookup: the views' record too)."""
-    return loads(pathlib.Path(p).read_bytes())
 
 
 def seed_cache(root) -> list[str]:
