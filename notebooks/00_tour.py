@@ -20,15 +20,23 @@
 # kernel) through inferlab's own serving engine, and shows what happens between pressing
 # Enter and the first word. Run the cells top to bottom; each section points to the chapter
 # that goes deeper. Everything you see is measured here, not animated.
+#
+# **On a slow machine** (Binder's CPU, say), set `REPLAY = True` below, or start Jupyter with
+# `INFERLAB_REPLAY=1`: the tour then replays a run recorded with this notebook on another
+# machine into the same views, with no model loaded, and says where and when it was recorded.
 
 # %%
 import inferlab as il
 from inferlab.lab.chapters import smoke
-from inferlab.widgets import TokenStream, SchedulerTimeline, KVBlockMap, BatchingComparison, Lab
+from inferlab.lab.replay_tour import tour
+from inferlab.widgets import TokenStream, SchedulerTimeline, KVBlockMap
 from transformers.utils import logging as hf_logging
 hf_logging.disable_progress_bar()   # no loading bars in the saved notebook
 SMOKE = smoke()
-eng = il.Engine(num_blocks=128)   # first start: weights converted once, then memory-mapped
+REPLAY = None    # True: replay the recorded run (no model); None: as $INFERLAB_REPLAY says
+# live: il.Engine(num_blocks=128) (the first start converts the weights once, then maps them)
+# and the widgets' BatchingComparison and Lab; replaying: the same, fed by the recorded run
+eng, BatchingComparison, Lab = tour(REPLAY, num_blocks=128)
 eng
 
 # %% [markdown]

@@ -53,8 +53,8 @@ def _record(args) -> int:
     from inferlab.lab import records
     from inferlab.lab.book import chapter_modules
     from inferlab.tools.gallery import record_views
-    names = [records.chapter_name(c) for c in args.id if c != "views"] if args.id \
-        else chapter_modules()
+    names = [records.chapter_name(c) for c in args.id if c not in ("views", "tour")] \
+        if args.id else chapter_modules()
     if args.rejudge:           # today's judges on the recorded measurements; nothing measured
         names = [n for n in names if n in records.recorded()]
     # a trial run at smoke sizes never replaces the full runs everything draws from
@@ -67,6 +67,9 @@ def _record(args) -> int:
         print(f"wrote {out}", file=sys.stderr)
     if (not args.id or "views" in args.id) and not args.rejudge:
         print(f"wrote {record_views(smoke=args.smoke, root=root)}", file=sys.stderr)
+    if (not args.id or "tour" in args.id) and not args.rejudge and not args.smoke:
+        from inferlab.lab import replay_tour       # the tour executed, its calls recorded
+        print(f"wrote {replay_tour.record()}", file=sys.stderr)
     if names and not args.smoke and records.recorded() == chapter_modules():
         from inferlab.lab import claims, report    # the report card, judged on the records
         cmd = "inferlab claims (the records)"
@@ -137,7 +140,8 @@ def add_commands(sub) -> None:
                         "record (docs/results/chapters): what figures, gallery, report card "
                         "and README draw")
     rc.add_argument("--id", nargs="+", default=None,
-                    help="chapters (e.g. ch05), or views (the gallery's views); default all")
+                    help="chapters (e.g. ch05), views (the gallery's views) or tour (the tour "
+                    "notebook's run, what INFERLAB_REPLAY=1 replays); default all")
     rc.add_argument("--smoke", action="store_true", help="small workloads (a trial run, "
                     f"written to {SMOKE_RECORDS}/, never over the full runs)")
     rc.add_argument("--rejudge", action="store_true", help="judge the recorded measurements "
