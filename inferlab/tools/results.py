@@ -126,10 +126,24 @@ def render(docs=DOCS, root=REPO, write: bool = True) -> list[Block]:
             continue
         text = path.read_text(encoding="utf-8")
         new, found = render_text(text, doc, root)
+        if doc == "README.md":                 # its Binder badge, from pyproject's setting
+            new, badge = _binder_badge(new, doc, root)
+            found += badge
         blocks += found
         if write and new != text:
             path.write_text(new, encoding="utf-8")
     return blocks
+
+
+def _binder_badge(text: str, doc: str, root) -> tuple[str, list[Block]]:
+    """README's Binder badge rendered from pyproject.toml's [project.urls] Repository
+    (``binder_link``), as a block named ``binder``."""
+    from inferlab.tools import binder_link
+    try:
+        new, old, badge = binder_link.render_text(text, root)
+    except binder_link.BadgeError as e:
+        return text, [Block(doc, "binder", "", None, str(e))]
+    return new, ([] if old is None else [Block(doc, "binder", old, badge)])
 
 
 def check(docs=DOCS, root=REPO) -> list[str]:
