@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.inferlab-setup
 NOTEBOOK ?= notebooks/00_tour.ipynb
 
-.PHONY: setup lab test test-all test-shard test-fast bench figures record chromium clean notebooks notebooks-sync notebooks-records vllm
+.PHONY: setup lab test test-all test-shard test-fast bench figures record chromium clean notebooks notebooks-sync notebooks-records tour-html vllm
 
 setup: $(STAMP)
 
@@ -132,6 +132,11 @@ notebooks-records: setup
 	rm -rf $(NB_RECORDS_CACHE)
 	$(PY) -c "from inferlab.lab import records; records.seed_cache('$(NB_RECORDS_CACHE)')"
 	INFERLAB_MEASURE_CACHE=$(abspath $(NB_RECORDS_CACHE)) $(MAKE) notebooks SMOKE=0 NB_TIMEOUT=3600
+
+# The tour as one offline page for readers with no kernel (README links it): the saved
+# notebook's outputs, every view as its picture. Run it after executing the tour again.
+tour-html: setup
+	$(VENV)/bin/inferlab export-html notebooks/00_tour.ipynb --output docs/tour.html
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
