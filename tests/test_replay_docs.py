@@ -35,8 +35,7 @@ def test_readme_links_the_static_tour_and_it_is_current():
     text = _page_text()
     missing = [line for c in nb.cells if c.cell_type == "code"
                for line in c.source.splitlines() if line.strip() and line.strip() not in text]
-    assert not missing, f"docs/tour.html is older than the tour (`inferlab export-html " \
-                        f"notebooks/00_tour.ipynb --output docs/tour.html`): {missing[:3]}"
+    assert not missing, f"docs/tour.html is older than the tour (`make tour-html`): {missing[:3]}"
     views = sum("widget-view+json" in o.get("data", {}) or "image/png" in o.get("data", {})
                 for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert raw.count("data:image/png;base64,") >= views > 0
