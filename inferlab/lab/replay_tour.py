@@ -220,6 +220,13 @@ class ReplayEngine:
                     print(f"a view failed on a replayed step: {type(e).__name__}: {e}")
         return [_output(d) for d in call["outputs"]]
 
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(f"a replayed engine runs nothing: only the tour's recorded calls "
+                             f"(generate) replay, not eng.{name}; unset {replay.ENV} (or "
+                             f"REPLAY = False) to run the model live")
+
     def __repr__(self):
         return (f"ReplayEngine({self.model_name!r}, {len(self.record['data']['generate'])} "
                 f"recorded generate calls, recorded on {replay.where(self.record)})")
