@@ -142,7 +142,8 @@ def ensure_compiled(num_layers: int, bias: bool, out=None, dtype: str = "float32
     if marker is None or marker.exists():
         return None
     out = out or (lambda s: print(s, file=sys.stderr, flush=True))
-    cores = min(len(PARTS), os.cpu_count() or 1)
+    from .resources import cpu_count       # the cgroup's quota (a Binder pod: one CPU)
+    cores = min(len(PARTS), cpu_count())
     which = "" if dtype == "float32" else f" in {dtype}"
     out(f"inferlab: compiling the engine's kernels{which} for this CPU, once (numba caches "
         f"them), ~{ESTIMATE_S // cores}-{ESTIMATE_S} s ...")

@@ -34,6 +34,37 @@ def _self_rss() -> int:
         return 0
 
 
+def _own_cgroup(controller: str) -> str:
+    """This process's cgroup directory for ``controller`` (v1), or the unified one (v2,
+    ``controller`` ""), from /proc/self/cgroup: a process placed in a cgroup without a cgroup
+    namespace (a pod reproduced on a host, tests/test_binder.py) reads its own limits, not the
+    host's root. In a container with its own namespace this is the mount's root, as before."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, names, path = line.rstrip("\n").split(":", 2)
+                if controller in names.split(",") or (not controller and names == ""):
+                    base = "/sys/fs/cgroup" + (f"/{controller}" if controller else "")
+                    own = base + path.rstrip("/")
+                    return own if os.path.isdir(own) else base
+    except (OSError, ValueError):
+        pass
+    return "/sys/fs/cgroup" + (f"/{controller}" if controller else "")
+
+
+def _inactive_file(*stat_files: str) -> int:
+    """Inactive file cache in a cgroup's memory.stat (v2 ``inactive_file``, v1
+    ``total_inactive_file``): reclaimable at once, so not counted as used."""
+    for path in stat_files:
+        try:
+            with open(path) as f:
+                fields = dict(line.split() for line in f)
+        except (OSError, ValueError):
+            continue
+        return int(fields.get("inactive_file", fields.get("total_inactive_file", 0)))
+    return 0
+
+
 def available_memory() -> int:
     """Bytes this process may still use: min of the cgroup's room and MemAvailable.
 
@@ -43,12 +74,12 @@ def available_memory() -> int:
     override = _parse_bytes(os.environ.get("INFERLAB_MEMORY_LIMIT", ""))
     if override:
         limits.append(max(override - _self_rss(), 0))
-    limit = _read_int("/sys/fs/cgroup/memory.max") or _read_int(
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes")
-    usage = _read_int("/sys/fs/cgroup/memory.current") or _read_int(
-        "/sys/fs/cgroup/memory/memory.usage_in_bytes")
-    if limit and limit < (1 << 50):
-        limits.append(max(limit - (usage or 0), 0))
+    v2, v1 = _own_cgroup(""), _own_cgroup("memory")
+    limit = _read_int(f"{v2}/memory.max") or _read_int(f"{v1}/memory.limit_in_bytes")
+    usage = _read_int(f"{v2}/memory.current") or _read_int(f"{v1}/memory.usage_in_bytes")
+    if limit and limit < (1 << 50):   # the room left: file cache that drops at once is room
+        usage = (usage or 0) - _inactive_file(f"{v2}/memory.stat", f"{v1}/memory.stat")
+        limits.append(max(limit - max(usage, 0), 0))
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -63,12 +94,14 @@ def cpu_count() -> int:
     """CPUs we may use: cgroup quota if set, else the affinity mask."""
     quota = None
     try:
-        with open("/sys/fs/cgroup/cpu.max") as f:
+        with open(f"{_own_cgroup('')}/cpu.max") as f:
             q, period = f.read().split()
             if q != "max":
                 quota = max(1, int(int(q) / int(period)))
     except (OSError, ValueError):
-        pass
+        q1, p1 = (_read_int(f"{_own_cgroup('cpu')}/cpu.cfs_{k}_us") for k in ("quota", "period"))
+        if q1 and q1 > 0 and p1:                    # cgroup v1: -1 is no quota
+            quota = max(1, int(q1 / p1))
     n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return min(n, quota) if quota else n
 
