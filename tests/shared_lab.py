@@ -14,25 +14,14 @@ import contextlib
 import json
 import pathlib
 import shutil
-import urllib.request
+
+from inferlab.tools.jupyter import LabClient
 
 
-class SharedLab:
+class SharedLab(LabClient):
     def __init__(self, url: str, token: str, root: pathlib.Path):
-        self.url, self.token, self.root = url, token, pathlib.Path(root)
-
-    def api(self, path: str, method: str = "GET", body: dict | None = None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"{self.url}{path}", method=method, data=data,
-                                     headers={"Authorization": f"token {self.token}",
-                                              "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            out = r.read()
-        return json.loads(out) if out else None
-
-    def shutdown_kernels(self) -> None:
-        for s in self.api("/api/sessions"):
-            self.api(f"/api/sessions/{s['id']}", "DELETE")
+        super().__init__(url, token)
+        self.root = pathlib.Path(root)
 
     @contextlib.contextmanager
     def folder(self, name: str):

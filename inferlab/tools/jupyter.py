@@ -74,6 +74,49 @@ def make_lab_env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
+class LabClient:
+    """A running JupyterLab's REST API, with its token."""
+
+    def __init__(self, url: str, token: str):
+        self.url, self.token = url, token
+
+    def api(self, path: str, method: str = "GET", body: dict | None = None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{self.url}{path}", method=method, data=data,
+                                     headers={"Authorization": f"token {self.token}",
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            out = r.read()
+        return json.loads(out) if out else None
+
+    def shutdown_kernels(self) -> None:
+        for s in self.api("/api/sessions"):
+            self.api(f"/api/sessions/{s['id']}", "DELETE")
+
+
+# JS run in the page: the state of the open notebook's code cells.
+CELLS_STATE = """() => {
+  const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+  if (!nb) return {cells: 0};
+  const cells = [...nb.querySelectorAll('.jp-CodeCell')];
+  const prompts = cells.map(c => (c.querySelector('.jp-InputArea-prompt') || {}).textContent || '');
+  const errs = [...nb.querySelectorAll('[data-mime-type="application/vnd.jupyter.error"]')]
+    .map(e => e.textContent.slice(0, 800));
+  return {cells: cells.length, done: prompts.filter(p => /\\[\\d+\\]/.test(p)).length,
+          busy: prompts.filter(p => p.includes('*')).length, errors: errs};
+}"""
+
+# JS: for each kind, the least number of draws among its views in the page (-1: none there);
+# a view's root counts its plot's redraws (common.js), the Lab by the views inside it
+DRAWN = """sels => { const out = {};
+  for (const [k, sel] of Object.entries(sels)) {
+    const roots = [...document.querySelectorAll(sel)];
+    const views = roots.flatMap(r => r.matches('.il-view') ? [r] : [...r.querySelectorAll('.il-view')]);
+    out[k] = views.length ? Math.min(...views.map(v => parseInt(v.dataset.draws || '0', 10))) : -1;
+  }
+  return out; }"""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -81,12 +124,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def jupyterlab(root: pathlib.Path, started=None, env: dict | None = None):
+def jupyterlab(root: pathlib.Path, started=None, env: dict | None = None,
+               python: str = sys.executable, wrap=(), preexec_fn=None):
     """A JupyterLab on 127.0.0.1 (free port, own token, ``root`` as its root dir); yields
     (url, token) once it answers; stopped by its own pid afterwards. ``started`` runs while
     the server boots (e.g. to make the trace); ``env``: the server's environment as it is
     (``make_lab_env()``: what ``make lab`` gives), else this process's, offline and with the
-    tokenizers' threads off (the tests')."""
+    tokenizers' threads off (the tests'). ``python``: the interpreter whose JupyterLab (and
+    kernel) runs; ``wrap``: a launcher it runs under (``["bash", "binder/start"]``);
+    ``preexec_fn``: runs in the server's process before it starts (``Pod.enter``)."""
     root = pathlib.Path(root)
     port, token = _free_port(), "inferlab-bench-" + os.urandom(8).hex()
     if env is None:
@@ -95,11 +141,11 @@ def jupyterlab(root: pathlib.Path, started=None, env: dict | None = None):
                JUPYTERLAB_WORKSPACES_DIR=str(root / ".ws"), JUPYTER_CONFIG_DIR=str(root / ".cfg"))
     log = open(root / "lab.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+        [*wrap, python, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
          "--LabApp.news_url=None", "--ServerApp.open_browser=False"]
         + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
     url = f"http://127.0.0.1:{port}"
     try:
         if started is not None:
