@@ -22,10 +22,13 @@ import numpy as np
 import traitlets as t
 
 from inferlab.lab import palette
+from inferlab.lab.figures import static_images
 from inferlab.observe.trace import Trace
 
 HERE = pathlib.Path(__file__).parent
-STATIC_IMAGES = True       # add a PNG of view.figure() to each displayed view
+# add a PNG of view.figure() to each displayed view (off with INFERLAB_STATIC_IMAGES=0, as on
+# Binder: lab/figures.py static_images)
+STATIC_IMAGES = static_images()
 
 
 def asset(*names: str) -> str:

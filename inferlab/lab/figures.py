@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import threading
 import warnings
 
 import plotly.graph_objects as go
@@ -64,35 +65,79 @@ def style(fig: go.Figure, title: str | None = None, clock: str | None = None,
     return fig
 
 
-_server_started = False
+# kaleido's headless Chrome: started on the first export, kept while exports come (0.1 s per
+# image instead of ~3 s), closed after IDLE_S seconds without one (it holds ~0.5 GB, a
+# quarter of a Binder pod: tests/test_binder.py), started again by the next export.
+IDLE_S = float(os.environ.get("INFERLAB_CHROME_IDLE_S", "60"))
+_server = {"up": False, "tried": False, "timer": None}
+_server_lock = threading.RLock()
+
+
+def static_images() -> bool:
+    """Whether views and chapter figures add a PNG beside the live picture (for GitHub,
+    nbviewer, a static HTML export). ``INFERLAB_STATIC_IMAGES=0`` (binder/start sets it)
+    leaves them out: the reader's own browser draws every view and figure, and nothing in the
+    kernel starts a Chrome. Explicit exports (``save``, ``inferlab figures``) still work."""
+    return os.environ.get("INFERLAB_STATIC_IMAGES", "1") != "0"
 
 
 def _start_server() -> None:
-    """Keep one headless browser for kaleido (0.1 s per image instead of ~3 s)."""
-    global _server_started
-    if _server_started:
-        return
-    _server_started = True
-    try:
-        import kaleido
-        start, stop = kaleido.start_sync_server, kaleido.stop_sync_server
-    except (ImportError, AttributeError):   # old kaleido: write_image works, just slower
-        return
-    try:
-        start(silence_warnings=True)
-        atexit.register(lambda: stop(silence_warnings=True))
-    except Exception as exc:   # noqa: BLE001 - each image then starts its own browser
-        warnings.warn(f"inferlab: kaleido's browser server did not start ({type(exc).__name__}: "
-                      f"{exc}); figure export will be slower or fail", RuntimeWarning,
-                      stacklevel=3)
+    """Keep one headless browser for kaleido while exports come (see IDLE_S)."""
+    with _server_lock:
+        if _server["timer"] is not None:
+            _server["timer"].cancel()
+            _server["timer"] = None
+        if _server["up"] or _server["tried"]:
+            return
+        try:
+            import kaleido
+            start = kaleido.start_sync_server
+        except (ImportError, AttributeError):   # old kaleido: write_image works, just slower
+            _server["tried"] = True
+            return
+        try:
+            start(silence_warnings=True)
+            _server["up"] = True
+        except Exception as exc:   # noqa: BLE001 - each image then starts its own browser
+            _server["tried"] = True
+            warnings.warn(f"inferlab: kaleido's browser server did not start "
+                          f"({type(exc).__name__}: {exc}); figure export will be slower or "
+                          f"fail", RuntimeWarning, stacklevel=3)
+
+
+def stop_server() -> None:
+    """Close kaleido's browser now (the next export starts it again)."""
+    with _server_lock:
+        if _server["timer"] is not None:
+            _server["timer"].cancel()
+            _server["timer"] = None
+        if _server["up"]:
+            import kaleido
+            kaleido.stop_sync_server(silence_warnings=True)
+            _server["up"] = False
+
+
+def _idle_later() -> None:
+    with _server_lock:
+        if _server["up"] and IDLE_S >= 0:
+            _server["timer"] = threading.Timer(IDLE_S, stop_server)
+            _server["timer"].daemon = True
+            _server["timer"].start()
+
+
+atexit.register(stop_server)
 
 
 def to_image(fig: go.Figure, fmt: str = "png", width: int = 900, height: int = 450,
              scale: float = 1.0) -> bytes:
-    _start_server()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fig.to_image(format=fmt, width=width, height=height, scale=scale)
+    with _server_lock:                 # one export at a time: the idle timer waits for it
+        _start_server()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return fig.to_image(format=fmt, width=width, height=height, scale=scale)
+        finally:
+            _idle_later()
 
 
 def compact_png(png: bytes) -> bytes:

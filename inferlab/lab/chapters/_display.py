@@ -32,13 +32,14 @@ def bundle(fig, width: int = 1000, height: int = 480) -> dict:
     fig = article.profile(fig, cores=os.cpu_count())
     width, height = fig.layout.width, fig.layout.height
     data = {"text/plain": f"<plotly figure: {title.split('<br>')[0]}>"}
-    try:
-        png = figures.compact_png(figures.to_image(fig, "png", width=width, height=height,
-                                                   scale=article.SCALE))
-        data["image/png"] = base64.b64encode(png).decode("ascii")
-    except Exception as exc:   # noqa: BLE001 - no headless browser (e.g. some Binder images)
-        msg = figures.export_failed("static image", exc)
-        print(f"({msg}; the interactive figure only)")
+    if figures.static_images():            # off on Binder: the reader's browser draws it
+        try:
+            png = figures.compact_png(figures.to_image(fig, "png", width=width, height=height,
+                                                       scale=article.SCALE))
+            data["image/png"] = base64.b64encode(png).decode("ascii")
+        except Exception as exc:   # noqa: BLE001 - no headless browser (e.g. some Binder images)
+            msg = figures.export_failed("static image", exc)
+            print(f"({msg}; the interactive figure only)")
     spec = json.loads(pio.to_json(fig, validate=False))
     spec.setdefault("layout", {}).setdefault("height", height)   # as tall as its PNG
     spec["config"] = {"displaylogo": False, "responsive": True}
