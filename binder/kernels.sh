@@ -6,11 +6,11 @@
 # on any of them. The price: no AVX-512 in numba's kernels, measured in BENCHMARKS.md
 # ("Binder pod"). On a CPU without the x86-64-v3 features nothing is set (numba compiles for
 # the CPU it finds, at the first Engine(), with a note). INFERLAB_NATIVE_KERNELS=1: the exact
-# CPU, as everywhere else.
+# CPU, as everywhere else. (INFERLAB_CPUINFO: another /proc/cpuinfo to read, for the tests.)
 X86_64_V3_FLAGS="avx avx2 bmi1 bmi2 f16c fma abm movbe xsave"
 X86_64_V3_FEATURES="+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+lzcnt,+movbe,+popcnt,+sse4.2,+xsave"
 if [ "${INFERLAB_NATIVE_KERNELS-0}" != "1" ] && [ -z "${NUMBA_CPU_NAME-}" ]; then
-    _cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+    _cpu_flags=" $(grep -m1 "^flags" "${INFERLAB_CPUINFO:-/proc/cpuinfo}" 2>/dev/null | cut -d: -f2) "
     _has_all=1
     for _f in $X86_64_V3_FLAGS; do
         case "$_cpu_flags" in *" $_f "*) ;; *) _has_all=0 ;; esac

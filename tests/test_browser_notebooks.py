@@ -30,7 +30,7 @@ import tempfile
 
 import pytest
 
-from inferlab.tools.jupyter import browser_page
+from inferlab.tools.jupyter import CELLS_STATE, DRAWN, browser_page, make_lab_env
 from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -106,19 +106,6 @@ def notebooks() -> list[str]:
 NOTEBOOKS = notebooks()
 CELL_TIMEOUT_MS = 300_000       # one notebook, start to last cell, on a busy 2-CPU machine
 
-# JS run in the page: the state of the open notebook's code cells.
-CELLS_STATE = """() => {
-  const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
-  if (!nb) return {cells: 0};
-  const cells = [...nb.querySelectorAll('.jp-CodeCell')];
-  const prompts = cells.map(c => (c.querySelector('.jp-InputArea-prompt') || {}).textContent || '');
-  const errs = [...nb.querySelectorAll('[data-mime-type="application/vnd.jupyter.error"]')]
-    .map(e => e.textContent.slice(0, 800));
-  return {cells: cells.length, done: prompts.filter(p => /\\[\\d+\\]/.test(p)).length,
-          busy: prompts.filter(p => p.includes('*')).length, errors: errs};
-}"""
-
-
 @pytest.fixture(scope="module")
 def lab(jupyter):
     """The session's JupyterLab (tests/shared_lab.py; smoke mode), copies of the notebooks in
@@ -172,17 +159,6 @@ def run_all(page, url, token, name) -> dict:
     return state
 
 
-# JS: for each kind, the least number of draws among its views in the page (-1: none there);
-# a view's root counts its plot's redraws (common.js), the Lab by the views inside it
-DRAWN = """sels => { const out = {};
-  for (const [k, sel] of Object.entries(sels)) {
-    const roots = [...document.querySelectorAll(sel)];
-    const views = roots.flatMap(r => r.matches('.il-view') ? [r] : [...r.querySelectorAll('.il-view')]);
-    out[k] = views.length ? Math.min(...views.map(v => parseInt(v.dataset.draws || '0', 10))) : -1;
-  }
-  return out; }"""
-
-
 def run_in_browser(lab, names: list[str]) -> tuple[list[str], list[str], set[str]]:
     """Each notebook in turn, Run All in a fresh page: (problems, report lines, view kinds
     that drew)."""
@@ -223,13 +199,56 @@ RUNS = {"test_the_tour_runs_with_a_clean_console": [n for n in NOTEBOOKS if n ==
         "test_notebooks_run_with_a_clean_console": [n for n in NOTEBOOKS if n != TOUR]}
 
 
-def test_the_tour_runs_with_a_clean_console(lab):
-    """The default tier: the tour, whose Lab holds most of the views; each of them drew."""
+POD_PEAK_LIMIT = 1.8e9      # the whole pod (server + kernel + anything it starts), of 2 GB
+
+
+def pod_problems(name: str, res: dict) -> list[str]:
+    """What went wrong in one notebook's run in a pod (inferlab/bench/binder_pod.py)."""
+    from inferlab.tools.pod import gb
+    out = [f"{name}: a cell failed: {e}" for e in res["cell_errors"][:1]]
+    if not out and (res["cells"] <= 0 or res["done"] != res["cells"]):
+        out.append(f"{name}: ran {res['done']} of {res['cells']} cells")
+    out += [f"{name}: the {k} view " + ("is not in the page" if n < 0 else "never drew")
+            for k, n in res["drawn"].items() if n <= 0]
+    out += [f"{name}: console: {e}" for e in res["console_errors"]]
+    if res["oom_kills"]:
+        out.append(f"{name}: the pod's memory limit killed a process ({res['oom_kills']}x)")
+    if res["peak_bytes"] > POD_PEAK_LIMIT:
+        out.append(f"{name}: the pod's memory peaked at {gb(res['peak_bytes'])} (limit "
+                   f"{gb(POD_PEAK_LIMIT)}): {res['by_process']}")
+    return out
+
+
+def test_the_tour_runs_with_a_clean_console(request):
+    """The default tier: the tour, whose Lab holds most of the views; each of them drew. It
+    runs as on Binder (the short version of tests/test_binder.py): JupyterLab, its kernel and
+    whatever they start in a cgroup of 2 GB and one CPU (inferlab/tools/pod.py), under
+    binder/start (its kernels for this CPU), from the project's environment; the whole pod's
+    memory peak stays under
+    POD_PEAK_LIMIT. Where no cgroup can be made (not root), it runs in the session's lab and
+    says so."""
+    from inferlab.bench import binder_pod
+    from inferlab.tools import pod
     names = RUNS["test_the_tour_runs_with_a_clean_console"]
     assert names or os.environ.get("INFERLAB_BROWSER_NOTEBOOKS")
-    problems, report, drew = run_in_browser(lab, names)
-    if names:
-        assert view_kinds(ROOT / "notebooks" / TOUR) <= drew or problems
+    if not names:
+        return
+    why = pod.unavailable()
+    if why is None:
+        sel = {k: view_selector(k) for k in view_kinds(ROOT / "notebooks" / TOUR)}
+        # the kernels for this CPU, which the rest of the session compiles and uses anyway
+        # (x86-64-v3's, binder/kernels.sh, are tests/test_binder.py's: a compile of their own)
+        env = dict(make_lab_env(), INFERLAB_NATIVE_KERNELS="1")
+        out = binder_pod.run([TOUR], selectors={TOUR: sel}, env=env,
+                             timeout_s=CELL_TIMEOUT_MS / 1000)
+        res = out["notebooks"][TOUR]
+        problems = pod_problems(TOUR, res)
+        assert set(res["drawn"]) == set(sel) or problems
+        assert not problems, "\n".join(problems + ["", binder_pod.line(TOUR, res)])
+        return
+    print(f"no Binder pod here ({why}): the tour runs in the session's lab, memory unchecked")
+    problems, report, drew = run_in_browser(request.getfixturevalue("lab"), names)
+    assert view_kinds(ROOT / "notebooks" / TOUR) <= drew or problems
     assert not problems, "\n".join(problems + ["", *report])
 
 

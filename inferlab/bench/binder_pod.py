@@ -10,7 +10,8 @@ Jupyter server, the kernel, the headless Chrome kaleido starts for each view's P
 ``--cpus`` under binder/start (its threads, OpenMP policy and smoke-size workloads), from the
 interpreter given (``--python``: a venv binder/postBuild built, tests/test_binder.py), with an
 empty numba cache with ``--cold`` (the image's cache built on another CPU). A real browser
-outside the pod (an attendee's) opens each notebook in turn and runs all its cells.
+outside the pod (an attendee's) opens each notebook in turn and runs all its cells. As on
+Binder, no vLLM is installed (``INFERLAB_VLLM_VENV`` names none).
 
 Per notebook: the pod's peak working set (what Binder's limit counts: usage less the file
 cache that drops at once) and the largest RSS per kind of process, seconds from opening the
@@ -97,8 +98,10 @@ def run(names=(TOUR,), python: str = sys.executable, cold: bool = False, memory=
         for name in names:
             shutil.copy(ROOT / "notebooks" / name, root / "nb" / name)
         cold_dir = str(root / "numba-cache") if cold else None
+        server_env = pod_env(python, cold_dir, env)
+        server_env.setdefault("INFERLAB_VLLM_VENV", str(root / "no-vllm-on-binder"))
         with Pod(memory, cpus) as pod, jupyterlab(
-                root, env=pod_env(python, cold_dir, env), python=python,
+                root, env=server_env, python=python,
                 wrap=["bash", str(START)], preexec_fn=pod.enter) as (url, token):
             time.sleep(2)
             out["server_idle_bytes"] = pod.working_set()
@@ -130,6 +133,37 @@ def line(name: str, r: dict) -> str:
             f"OOM kills {r.get('oom_kills')}; console errors {len(r.get('console_errors', []))}")
 
 
+# before and after issue 43 (the whole pod, the tour): the same notebook, three ways
+SCENARIOS = {
+    "before: PNGs through Chrome, kernels for the image's CPU (a miss here)":
+        (dict(INFERLAB_STATIC_IMAGES="1", INFERLAB_NATIVE_KERNELS="1"), True),
+    "now: no Chrome, the image's x86-64-v3 kernels": ({}, False),
+    "now, a host the image's kernels do not fit (empty cache)": ({}, True),
+}
+
+
+def image_cache(python: str, env: dict, where: str) -> str:
+    """A numba cache as binder/postBuild leaves it in the image (binder/kernels.sh, then
+    ``inferlab cache warm``), in ``where``."""
+    import subprocess
+    env = dict(pod_env(python, None, env), NUMBA_CACHE_DIR=where)
+    subprocess.run(["bash", "-c", f". {START.parent / 'kernels.sh'} && {python} -m inferlab.cli "
+                    "cache warm"], env=env, check=True, capture_output=True, text=True)
+    return where
+
+
+def scenarios(names=(TOUR,), python: str = sys.executable, log=print, **kw) -> dict:
+    """``SCENARIOS``, one pod each, in order: {scenario: run(...)}."""
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="inferlab-image-") as tmp:
+        base = dict(make_lab_env(), NUMBA_CACHE_DIR=image_cache(python, make_lab_env(), tmp))
+        for what, (extra, cold) in SCENARIOS.items():
+            log(f"--- {what}")
+            out[what] = run(names, python=python, cold=cold, env=dict(base, **extra), log=log,
+                            **kw)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m inferlab.bench.binder_pod", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -137,6 +171,8 @@ def main(argv=None) -> int:
                     help="notebook names in notebooks/, or 'all' (default: the tour)")
     ap.add_argument("--python", default=sys.executable, help="the pod's interpreter")
     ap.add_argument("--cold", action="store_true", help="start with an empty numba cache")
+    ap.add_argument("--scenarios", action="store_true",
+                    help="before and after: " + "; ".join(SCENARIOS))
     ap.add_argument("--memory", default="2G")
     ap.add_argument("--cpus", type=float, default=1.0)
     ap.add_argument("--out", help="write a result file (docs/results/binder-pod-<cpu>.json)")
@@ -145,7 +181,8 @@ def main(argv=None) -> int:
     if names == ["all"]:
         names = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
     names = [n if n.endswith(".ipynb") else n + ".ipynb" for n in names]
-    res = run(names, python=a.python, cold=a.cold, memory=a.memory, cpus=a.cpus)
+    kw = dict(python=a.python, memory=a.memory, cpus=a.cpus)
+    res = (scenarios(names, **kw) if a.scenarios else run(names, cold=a.cold, **kw))
     if a.out:
         from inferlab.bench.common import write_result
         print("wrote", write_result(a.out, "python -m inferlab.bench.binder_pod "

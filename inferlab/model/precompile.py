@@ -145,8 +145,9 @@ def ensure_compiled(num_layers: int, bias: bool, out=None, dtype: str = "float32
     from .resources import cpu_count       # the cgroup's quota (a Binder pod: one CPU)
     cores = min(len(PARTS), cpu_count())
     which = "" if dtype == "float32" else f" in {dtype}"
+    guess = f"~{ESTIMATE_S // cores}-{ESTIMATE_S}" if cores > 1 else f"~{ESTIMATE_S}"
     out(f"inferlab: compiling the engine's kernels{which} for this CPU, once (numba caches "
-        f"them), ~{ESTIMATE_S // cores}-{ESTIMATE_S} s ...")
+        f"them), {guess} s on {cores} CPU{'s' if cores > 1 else ''} ...")
     t0 = time.perf_counter()
     # plain subprocesses, not multiprocessing: spawn would re-run the user's script or
     # notebook's __main__ in each worker
@@ -165,6 +166,8 @@ def ensure_compiled(num_layers: int, bias: bool, out=None, dtype: str = "float32
             _, err = proc.communicate()
             if proc.returncode:
                 failed.append(f"{p}: {err.strip().splitlines()[-1] if err.strip() else proc.returncode}")
+            elif i + cores < len(PARTS):            # one at a time: say how far it got
+                out(f"inferlab: ... {p} compiled ({time.perf_counter() - t0:.0f} s)")
     if failed:
         out(f"inferlab: compiling in worker processes failed ({'; '.join(failed)}); "
             "compiling in this one")

@@ -57,6 +57,8 @@ def unavailable() -> str | None:
 
 def kind_of(cmdline: str) -> str:
     """What a process in the pod is, for the per-process breakdown."""
+    if "precompile" in cmdline:
+        return "kernel compile"
     if "ipykernel" in cmdline:
         return "kernel"
     if "jupyter" in cmdline:

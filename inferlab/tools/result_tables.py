@@ -10,6 +10,7 @@ from typing import Callable
 
 from inferlab.lab import stack_table
 from inferlab.lab.protocol import spread
+from inferlab.tools.result_binder import cells_table, kernels_table, pod_summary, pod_table
 from inferlab.tools.result_claims import claims_headlines, claims_summary, claims_table
 from inferlab.tools.result_format import (ResultsError, caption, day_time, load_text,  # noqa: F401
                                           machine, short)
@@ -247,6 +248,8 @@ def showcase_summary(res: dict, file: str) -> str:
 CLAIMS_CMD = "inferlab record (each chapter's full run; the report card judged on the records)"
 COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
+BINDER_POD = ("binder-pod-amd.json",
+              "python -m inferlab.bench.binder_pod --scenarios --out docs/results/binder-pod-amd.json")
 TABLES = {t.name: t for t in (
     Table("coldstart", *COLDSTART, coldstart_table),
     Table("coldstart-summary", *COLDSTART, coldstart_summary, inline=True),
@@ -260,6 +263,14 @@ TABLES = {t.name: t for t in (
           "docs/results/lab-live-amd.json", lab_live_table),
     Table("showcase", "showcase-amd.json", "python -m inferlab.tools.showcase",
           showcase_summary, inline=True),
+    Table("binder-pod", *BINDER_POD, pod_table),
+    Table("binder-pod-summary", *BINDER_POD, pod_summary, inline=True),
+    Table("binder-chapters", "binder-chapters-amd.json", "python -m inferlab.bench.binder_pod "
+          "--notebooks all --out docs/results/binder-chapters-amd.json", pod_table),
+    Table("binder-cells", "binder-cells-amd.json", "python -m inferlab.bench.binder_cells "
+          "--out docs/results/binder-cells-amd.json", cells_table),
+    Table("binder-kernels", "binder-kernels-amd.json", "python -m inferlab.bench.binder_kernels "
+          "--repeats 3 --out docs/results/binder-kernels-amd.json", kernels_table),
     Table("claims", "claims.json", CLAIMS_CMD,
           claims_table),
     Table("claims-summary", "claims.json", CLAIMS_CMD,
