@@ -9,7 +9,8 @@
 or ``inferlab serve`` from a shell. Modules: ``protocol`` (request bodies), ``errors``
 (OpenAI-style error bodies), ``responses`` (bodies, SSE chunks, usage), ``driver`` (the one
 thread that steps the engine), ``app`` (the routes), ``server`` (start / stop, safe
-defaults), ``command`` (the CLI). Importing this package does not import FastAPI or
+defaults), ``record`` (``record_requests=PATH``: accepted requests as a request log),
+``command`` (the CLI). Importing this package does not import FastAPI or
 pydantic; starting a server does.
 """
 from __future__ import annotations

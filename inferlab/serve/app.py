@@ -26,7 +26,8 @@ MAX_BODY_BYTES = 1 << 20             # 1 MiB: a long prompt is ~100 KiB
 
 
 def create_app(driver: EngineDriver, model_name: str, *, api_key: str | None = None,
-               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+               max_body_bytes: int = MAX_BODY_BYTES, recorder=None) -> FastAPI:
+    """``recorder``: a ``record.RequestRecorder`` that logs each accepted request, or None."""
     app = FastAPI(title="inferlab", docs_url=None, redoc_url=None, openapi_url=None)
     eng = driver.engine
     created = int(time.time())
@@ -60,15 +61,17 @@ def create_app(driver: EngineDriver, model_name: str, *, api_key: str | None = N
 
     @v1.post("/completions")
     async def completions(request: Request):
+        arrived = time.monotonic()
         req = parse(CompletionRequest, await _read_body(request, max_body_bytes))
         check_model(req.model)
-        return await _answer(request, driver, req, "completion", model_name)
+        return await _answer(request, driver, req, "completion", model_name, recorder, arrived)
 
     @v1.post("/chat/completions")
     async def chat(request: Request):
+        arrived = time.monotonic()
         req = parse(ChatRequest, await _read_body(request, max_body_bytes))
         check_model(req.model)
-        return await _answer(request, driver, req, "chat", model_name)
+        return await _answer(request, driver, req, "chat", model_name, recorder, arrived)
 
     app.include_router(v1)
 
@@ -120,7 +123,8 @@ def _too_large(size: int, limit: int) -> APIError:
                     "send a shorter prompt", code="request_too_large")
 
 
-async def _answer(request: Request, driver: EngineDriver, req, kind: str, model_name: str):
+async def _answer(request: Request, driver: EngineDriver, req, kind: str, model_name: str,
+                  recorder=None, arrived: float = 0.0):
     if kind == "chat":
         prompts, params = req.engine_inputs(driver.engine.max_model_len, driver.engine.tokenizer)
     else:
@@ -130,6 +134,8 @@ async def _answer(request: Request, driver: EngineDriver, req, kind: str, model_
     try:
         await job.started()                  # refused input comes back here, as a 4xx
         answer = Answer(kind, model_name, len(prompts), req.n)
+        if recorder is not None:             # accepted: validated and in the engine
+            recorder.record(arrived, answer.id, kind, req, prompts, params)
         if req.stream:
             streaming = True
             return _Stream(_events(job, answer, req.include_usage), driver, job,

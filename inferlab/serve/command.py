@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 
 
 def add_arguments(p) -> None:
@@ -23,6 +24,10 @@ def add_arguments(p) -> None:
     p.add_argument("--max-pending", type=int, default=1024,
                    help="requests held at once, running or waiting; more get a 503")
     p.add_argument("--log-level", default="info")
+    p.add_argument("--record-requests", default=None, metavar="PATH",
+                   help="append each accepted request to this request log (JSON Lines: "
+                   "arrival_s, messages or prompt, max_tokens, id), which "
+                   "inferlab.sim.request_log.workload_from_log replays; off by default")
 
 
 def run(args) -> int:
@@ -30,13 +35,16 @@ def run(args) -> int:
 
     from .server import Server, check_exposure
     check_exposure(args.host, args.api_key)          # before the model loads
+    if args.record_requests is not None:
+        from .record import last_arrival
+        last_arrival(pathlib.Path(args.record_requests))   # a bad log path: before it too
     kw = {k: v for k, v in (("max_num_seqs", args.max_num_seqs),
                             ("max_model_len", args.max_model_len),
                             ("num_blocks", args.num_blocks)) if v is not None}
     eng = Engine(args.model, block_size=args.block_size, **kw)
     srv = Server(eng, host=args.host, port=args.port, api_key=args.api_key,
                  model_name=args.served_model_name, max_pending=args.max_pending,
-                 log_level=args.log_level)
+                 log_level=args.log_level, record_requests=args.record_requests)
     print(f"inferlab serves {srv.model_name!r} at {srv.url} (OpenAI API; "
           f"auth {'on' if args.api_key else 'off'}). Ctrl-C stops.", flush=True)
     srv.serve_forever()

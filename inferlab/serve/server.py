@@ -20,6 +20,7 @@ import weakref
 
 from ..errors import InvalidInputError
 from .driver import EngineDriver
+from .record import RequestRecorder
 
 log = logging.getLogger("inferlab.serve")
 _SERVED: weakref.WeakSet = weakref.WeakSet()     # engines a running server owns
@@ -65,7 +66,7 @@ class Server:
     def __init__(self, engine, *, host: str = "127.0.0.1", port: int = 8000,
                  api_key: str | None = None, model_name: str | None = None,
                  max_pending: int = 1024, max_body_bytes: int | None = None,
-                 log_level: str = "warning"):
+                 log_level: str = "warning", record_requests=None):
         check_exposure(host, api_key)
         try:
             import uvicorn
@@ -78,9 +79,17 @@ class Server:
         self.model_name = model_name or engine.model_name
         self.api_key = api_key
         self.driver = EngineDriver(engine, max_pending=max_pending)
+        # --record-requests: each accepted request appended to a request log (record.py)
+        self.recorder = None if record_requests is None else RequestRecorder(record_requests)
         self.app = create_app(self.driver, self.model_name, api_key=api_key,
-                              max_body_bytes=max_body_bytes or MAX_BODY_BYTES)
-        self._sock = _bind(host, port)
+                              max_body_bytes=max_body_bytes or MAX_BODY_BYTES,
+                              recorder=self.recorder)
+        try:
+            self._sock = _bind(host, port)
+        except InvalidInputError:
+            if self.recorder is not None:
+                self.recorder.close()
+            raise
         self.host, self.port = host, self._sock.getsockname()[1]
         self._uvicorn = uvicorn.Server(uvicorn.Config(
             self.app, log_level=log_level, access_log=False, lifespan="off",
@@ -109,6 +118,7 @@ class Server:
     def start(self, timeout: float = 30.0) -> "Server":
         """Serve from a background thread; returns once it accepts connections."""
         self._claim()
+        self._start_recording()
         self.driver.start()
         self._thread = threading.Thread(target=self._serve, name="inferlab-serve-http",
                                         daemon=True)
@@ -121,6 +131,10 @@ class Server:
             time.sleep(0.01)
         return self
 
+    def _start_recording(self) -> None:
+        if self.recorder is not None:
+            self.recorder.start()            # arrival_s counts from here
+
     def _serve(self) -> None:
         try:
             self._uvicorn.run(sockets=[self._sock])
@@ -131,6 +145,7 @@ class Server:
     def serve_forever(self) -> None:
         """Serve in this thread (the CLI) until Ctrl-C / SIGTERM; then stop."""
         self._claim()
+        self._start_recording()
         self.driver.start()
         try:
             self._uvicorn.run(sockets=[self._sock])
@@ -145,6 +160,8 @@ class Server:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         self._sock.close()
+        if self.recorder is not None:
+            self.recorder.close()
         if not self.driver.alive:
             with _SERVED_LOCK:
                 _SERVED.discard(self.engine)
@@ -162,9 +179,11 @@ class Server:
 
 
 def start(engine, *, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
-          model_name: str | None = None, **kw) -> Server:
+          model_name: str | None = None, record_requests=None, **kw) -> Server:
     """Serve ``engine`` over the OpenAI API from a background thread and return the server
     (``.url``, ``.stop()``). ``port=0`` picks a free port. While it runs, the server's thread
-    is the only one that may call the engine; views attached to the engine keep updating."""
+    is the only one that may call the engine; views attached to the engine keep updating.
+    ``record_requests=PATH`` appends each accepted request to a request log (JSON Lines, the
+    format ``inferlab.sim.request_log.workload_from_log`` replays; see ``record``)."""
     return Server(engine, host=host, port=port, api_key=api_key, model_name=model_name,
-                  **kw).start()
+                  record_requests=record_requests, **kw).start()
