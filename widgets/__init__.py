@@ -11,7 +11,7 @@ from inferlab.widgets.timeline import SchedulerTimeline
 from inferlab.widgets.token_stream import TokenStream
 
 __all__ = ["View", "TokenStream", "SchedulerTimeline", "KVBlockMap", "BatchingComparison", "Lab",
-           "VllmPrefixCache"]
+           "VllmPrefixCache", "SweepView"]
 
 
 def __getattr__(name):
@@ -21,6 +21,9 @@ def __getattr__(name):
     if name == "VllmPrefixCache":
         from inferlab.widgets.vllm_kv import VllmPrefixCache
         return VllmPrefixCache
+    if name == "SweepView":
+        from inferlab.widgets.sweep_view import SweepView
+        return SweepView
     if name == "Lab":
         from inferlab.widgets.lab import Lab
         return Lab
