@@ -232,3 +232,16 @@ def test_the_cli_flag_checks_its_path_before_loading_the_model(monkeypatch, caps
     assert cli.main(["serve", "--model", "tiny", "--record-requests",
                      str(tmp_path / "log.csv")]) == 2
     assert "writes JSON Lines" in capsys.readouterr().err
+
+
+def test_choices_and_batches_record_one_line_per_engine_request(tmp_path, eng):
+    path = tmp_path / "n.jsonl"
+    with inferlab.serve.start(eng, port=0, record_requests=path) as srv:
+        c = openai.OpenAI(base_url=srv.url, api_key="none", max_retries=0)
+        r = c.completions.create(model=srv.model_name, prompt=[[4, 5], [5, 6, 7]], n=2,
+                                 max_tokens=2, temperature=0.0)
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [(x["id"], x["prompt"]) for x in rows] == [
+        (f"{r.id}-0", [4, 5]), (f"{r.id}-1", [4, 5]), (f"{r.id}-2", [5, 6, 7]),
+        (f"{r.id}-3", [5, 6, 7])]
+    assert len(rl.workload_from_log(path, eng.tokenizer)) == 4
