@@ -103,6 +103,15 @@ def _bench(args) -> int:
     if args.what == "threads":
         from inferlab.bench.threads import main as bench_threads
         return bench_threads(repeats=args.repeats, out_path=args.out)
+    if args.what == "sweep":
+        from inferlab.bench.sweep import main as bench_sweep
+        if not args.params:
+            from inferlab.errors import InvalidInputError
+            raise InvalidInputError("bench sweep needs PARAMS.json (vLLM's --serve-params shape)")
+        bench_sweep(args.params, workload=args.workload, requests=args.requests,
+                    repeats=args.repeats, out=args.out, model=args.model, clock=args.clock,
+                    argv=args.argv)
+        return 0
     if args.what == "lab":
         from inferlab.bench.lab_live import main as bench_lab
         return bench_lab(repeats=args.repeats, out_path=args.out)
@@ -199,7 +208,13 @@ def main(argv=None) -> int:
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
                                     "trace", "widgets", "prefix-reuse", "vllm", "clock",
                                     "roofline", "profile", "gemm", "kernels",
-                                    "coldstart", "serve", "threads", "lab"])
+                                    "coldstart", "serve", "threads", "lab", "sweep"])
+    b.add_argument("params", nargs="?", default=None,
+                   help="sweep: PARAMS.json, a grid in the shape of vLLM's --serve-params")
+    b.add_argument("--workload", default="chat",
+                   help="sweep: chat (the bundled requests), synthetic, or a request log file")
+    b.add_argument("--clock", default="wall",
+                   help="sweep: wall, or a GPU (H100 ...) to price the steps (a projection)")
     b.add_argument("--repeats", type=int, default=3, help="(serve: default 3, --smoke 1)")
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000; "

@@ -20,34 +20,13 @@ import weakref
 
 import ipywidgets as w
 
-from inferlab.lab.runs import RunsTable, summary
+from inferlab.lab.runs import WORKLOADS, RunsTable, lab_workload, play, summary
 from inferlab.observe.trace import Trace
 
 from inferlab.widgets._base import STATIC_IMAGES, SavedDisplay, png_of
 from inferlab.widgets.kv_map import KVBlockMap
 from inferlab.widgets.timeline import SchedulerTimeline
 from inferlab.widgets.token_stream import TokenStream
-
-
-WORKLOADS = ("chat requests", "random tokens: synthetic", "random tokens: chat sessions",
-             "random tokens: agent loops")
-
-
-def _workload(kind: str, n: int, rate: float, max_tokens: int, tokenizer, seed: int = 0):
-    from inferlab.sim import workloads as wl
-    arrival = wl.Poisson(rate) if rate > 0 else None
-    if kind == "chat requests":            # real requests, answers end at EOS (capped)
-        from inferlab.sim.chat_requests import chat_requests
-        return chat_requests(tokenizer, n, max_tokens=max_tokens, arrival=arrival, seed=seed)
-    cap = min(max_tokens, 24)
-    if kind == "random tokens: chat sessions":
-        return wl.chat_sessions(max(1, n // 3), turns=3, system_prompt_len=32, output_len=cap,
-                                think_time=0.05, arrival=arrival, seed=seed)
-    if kind == "random tokens: agent loops":
-        return wl.agent_loops(max(1, n // 3), tool_calls=2, tools_prompt_len=48, output_len=cap,
-                              tool_latency=0.05, arrival=arrival, seed=seed)
-    return wl.synthetic(n, prompt_len=wl.Uniform(8, 48), output_len=wl.Uniform(4, max(4, cap)),
-                        arrival=arrival, seed=seed)
 
 
 _RUNNING: "weakref.WeakSet[Lab]" = weakref.WeakSet()
@@ -123,6 +102,7 @@ class Lab(SavedDisplay, w.VBox):
         self.timeline, self.kv_map, self.tokens = SchedulerTimeline(), KVBlockMap(), TokenStream()
         self.views = [self.timeline, self.kv_map, self.tokens]
         self.trace: Trace | None = None
+        self.last_sweep = None                    # the last sweep's SweepResult (lab.sweep)
         self.engine = None
         self.thread: threading.Thread | None = None
         self.timing: dict[str, float] = {}
@@ -179,7 +159,6 @@ class Lab(SavedDisplay, w.VBox):
 
     def _run(self) -> None:
         from inferlab.engine import Engine
-        from inferlab.sim.workloads import run_workload
         # perf_counter seconds: the run's start, the engine's last step, "done" (Run -> done)
         self.timing = {"start": time.perf_counter()}
         try:
@@ -190,13 +169,15 @@ class Lab(SavedDisplay, w.VBox):
                 eng = self.engine = Engine(self.model, **self.config())
             if self._stop.is_set():        # Stop pressed while the model was loading
                 eng.request_stop()
-            wl = _workload(self.workload_kind.value, self.num_requests.value, self.rate.value,
-                           self.max_tokens.value, eng.tokenizer)
-            self.trace = Trace.record(eng, path=self.record_to, workload=wl.description)
-            for v in self.views:
-                v.attach(eng, trace=self.trace)
-            self.status.value = f"running {wl.description} on {eng.model_name}…"
-            outs = run_workload(eng, wl, progress=False)
+            wl = lab_workload(self.workload_kind.value, self.num_requests.value,
+                              self.rate.value, self.max_tokens.value, eng.tokenizer)
+
+            def attach(trace):
+                self.trace = trace
+                for v in self.views:
+                    v.attach(eng, trace=trace)
+                self.status.value = f"running {wl.description} on {eng.model_name}…"
+            outs, _ = play(eng, wl, record_to=self.record_to, on_trace=attach)
             self.timing["engine_done"] = time.perf_counter()
             self._end_run()
             word = ("interrupted (Kernel → Interrupt)" if self._interrupted else
@@ -216,8 +197,12 @@ class Lab(SavedDisplay, w.VBox):
         """The run's summary row in the runs table; its trace kept for Compare."""
         row = summary([o for o in outs if o.finished], eng.stats(), self.config(),
                       model=eng.model_name, workload=wl.description, clock=eng.clock_name)
+        return self._add_row(row, self.trace)
+
+    def _add_row(self, row: dict, trace) -> int:
+        """A row in the runs table; its trace (or its file's path) kept for Compare."""
         run = self.runs.add(row)
-        self._traces[run] = self.trace
+        self._traces[run] = trace
         self.runs_view.value = self.runs.html()
         runs = [r["run"] for r in self.runs.rows]
         self.compare_a.options, self.compare_b.options = runs, runs
@@ -234,9 +219,60 @@ class Lab(SavedDisplay, w.VBox):
         sides = []
         for run in (a, b):
             trace = self._traces[run]
+            if isinstance(trace, str):                # a sweep point's file
+                trace = Trace.load(trace)
             sides.append(w.VBox([w.HTML(f"<b>run {run}</b>"), SchedulerTimeline(trace),
                                  KVBlockMap(trace)], layout=w.Layout(width="50%")))
         self.comparison.children = [deltas, w.HBox(sides)]
+
+    def sweep(self, grid, workload=None, *, repeats: int = 1, out_dir=None, **kw):
+        """Run every combination of ``grid``'s knobs (``inferlab.lab.sweep.Sweep``) in the
+        background on this Lab's model: the controls' knobs and clock as the base, its
+        workload controls unless ``workload`` is given. Status shows the point and the time
+        left; Stop ends it (the finished points stay). Each point adds its row to the runs
+        table (Compare replays its trace file); ``lab.last_sweep`` is the SweepResult."""
+        if self.running:
+            return None
+        from inferlab.lab.sweep import Sweep
+        if workload is None:
+            spec = (self.workload_kind.value, self.num_requests.value, self.rate.value,
+                    self.max_tokens.value)
+            workload = lambda tok: lab_workload(*spec, tok)           # noqa: E731
+        cfg = self.config()
+        sw = Sweep(grid, workload=workload, model=self.model, repeats=repeats,
+                   clock=cfg.pop("clock"), out_dir=out_dir, base=cfg, load_lock=_LOADING, **kw)
+        self._stop.clear()
+        self._interrupted = False
+        self.engine = self.trace = None
+        _RUNNING.add(self)
+        _stop_on_kernel_interrupt()
+        self.run_button.disabled, self.stop_button.disabled = True, False
+        self.thread = threading.Thread(target=self._sweep, args=(sw,), daemon=True,
+                                       name="inferlab-lab-sweep")
+        self.thread.start()
+        return self.thread
+
+    def _sweep(self, sw) -> None:
+        def tell(p):
+            if p["point"] is not None:
+                left = "" if p["eta_s"] is None else f", about {p['eta_s']:.0f} s left"
+                knobs = ", ".join(f"{k}={v}" for k, v in p["knobs"].items())
+                self.status.value = (f"sweep: point {p['point'] + 1} of {len(sw)} ({knobs}), "
+                                     f"run {p['done'] + 1} of {p['total']}{left}")
+        try:
+            res = self.last_sweep = sw.run(
+                progress=tell, stop=self._stop,
+                on_point=lambda row, run_row: run_row and self._add_row(run_row,
+                                                                         row["trace_path"]))
+            bad = [r for r in res.rows if r["error"]]
+            self.status.value = (f"{'stopped' if res.meta['stopped'] else 'done'}: sweep of "
+                                 f"{len(res)} points, {len(bad)} failed"
+                                 + (f" (point {bad[0]['point']}: {bad[0]['error']})" if bad
+                                    else "") + f"; frontier: points {res.frontier()}")
+        except Exception as e:  # noqa: BLE001 - show it, keep the lab usable
+            self.status.value = f"error: {type(e).__name__}: {e}"
+        finally:
+            self.run_button.disabled, self.stop_button.disabled = False, True
 
     def _end_run(self) -> None:
         """Views show the last step; the trace stops recording (its file gets its end)."""

@@ -37,7 +37,53 @@ STYLE = ("<style>.il-runs,.il-runs-deltas{border-collapse:collapse;font-size:12p
          ".il-runs td,.il-runs-deltas td{text-align:right;padding:1px 8px;line-height:1.3}"
          ".il-runs td:first-child,.il-runs-deltas td:first-child{text-align:left}</style>")
 KNOBS = ("scheduler", "kv_layout", "block_size", "num_blocks", "max_num_seqs",
-         "max_num_batched_tokens", "enable_chunked_prefill", "enable_prefix_caching", "clock")
+         "max_num_batched_tokens", "enable_chunked_prefill", "enable_prefix_caching", "clock",
+         "kv_cache_memory", "dtype")
+# the Lab's workloads (its "workload" control), built by ``lab_workload``
+WORKLOADS = ("chat requests", "random tokens: synthetic", "random tokens: chat sessions",
+             "random tokens: agent loops")
+
+
+def lab_workload(kind: str, n: int, rate: float, max_tokens: int, tokenizer, seed: int = 0):
+    """One of the Lab's ``WORKLOADS``: ``n`` requests (sessions and loops: ``n // 3``),
+    arriving as a Poisson process at ``rate`` per second (0: all at once), answers capped at
+    ``max_tokens`` (random tokens: at 24). What the Lab's Run and its sweep play."""
+    from inferlab.errors import InvalidInputError
+    from inferlab.sim import workloads as wl
+    if kind not in WORKLOADS:
+        raise InvalidInputError(f"unknown workload {kind!r}; the Lab's: {WORKLOADS}")
+    arrival = wl.Poisson(rate) if rate > 0 else None
+    if kind == "chat requests":            # real requests, answers end at EOS (capped)
+        from inferlab.sim.chat_requests import chat_requests
+        return chat_requests(tokenizer, n, max_tokens=max_tokens, arrival=arrival, seed=seed)
+    cap = min(max_tokens, 24)
+    if kind == "random tokens: chat sessions":
+        return wl.chat_sessions(max(1, n // 3), turns=3, system_prompt_len=32, output_len=cap,
+                                think_time=0.05, arrival=arrival, seed=seed)
+    if kind == "random tokens: agent loops":
+        return wl.agent_loops(max(1, n // 3), tool_calls=2, tools_prompt_len=48, output_len=cap,
+                              tool_latency=0.05, arrival=arrival, seed=seed)
+    return wl.synthetic(n, prompt_len=wl.Uniform(8, 48), output_len=wl.Uniform(4, max(4, cap)),
+                        arrival=arrival, seed=seed)
+
+
+def play(engine, workload, *, record_to=None, on_trace=None, keep: int | None = None, **meta):
+    """One run as the Lab runs it: a Trace recording ``engine`` (to the file ``record_to`` as
+    it runs, keeping only its last ``keep`` steps in memory), ``on_trace(trace)`` (the Lab
+    attaches its views there), then every request of ``workload`` at its arrival time
+    (``run_workload``). Returns (the finished outputs, the trace); the caller stops the
+    trace (``trace.stop()``), except when the run raises: then it is stopped here."""
+    from inferlab.observe.trace import Trace
+    from inferlab.sim.workloads import run_workload
+    kw = {} if keep is None else {"keep": keep}
+    trace = Trace.record(engine, path=record_to, workload=workload.description, **kw, **meta)
+    try:
+        if on_trace is not None:
+            on_trace(trace)
+        return run_workload(engine, workload, progress=False), trace
+    except BaseException:
+        trace.stop()
+        raise
 
 
 def summary(outputs, stats, knobs: dict, *, model: str, workload: str, clock: str) -> dict:
