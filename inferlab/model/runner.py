@@ -76,6 +76,23 @@ class ForwardPlan:
         return "fused" if self.fused else "reference"
 
 
+def kv_zeros(shape, dtype, device) -> torch.Tensor:
+    """A zeroed KV cache tensor. On the CPU its pages are the kernel's zero pages until a block
+    is written (numpy's zeros: calloc, fresh pages from mmap), so an engine holds in memory
+    the blocks it used, not its whole budget (``torch.zeros`` writes every byte: a chapter's
+    512-block engines held 377 MB each from the start, a Binder pod's quarter). The buffer is
+    aligned to 64 bytes, as torch's own allocator aligns."""
+    if torch.device(device).type != "cpu":
+        return torch.zeros(shape, dtype=dtype, device=device)
+    import numpy as np
+    size = torch.tensor([], dtype=dtype).element_size()
+    nbytes = size * int(np.prod(shape))
+    buf = np.zeros(nbytes + 64, dtype=np.uint8)
+    off = (-buf.ctypes.data) % 64
+    raw = torch.from_numpy(buf[off:off + nbytes])
+    return raw.view(dtype).view(shape)
+
+
 class ModelRunner:
     def __init__(self, loaded, num_blocks: int, block_size: int, backend: str, seed: int,
                  linear_backend: str = "auto"):
@@ -102,8 +119,8 @@ class ModelRunner:
         self.timer = NO_TIMER
         shape = (m.num_layers, num_blocks, block_size, m.num_kv_heads, m.head_dim)
         # Zeroed, not empty: unused slots must never hold NaNs that a masked kernel could touch.
-        self.k_cache = torch.zeros(shape, dtype=m.dtype, device=self.device)
-        self.v_cache = torch.zeros(shape, dtype=m.dtype, device=self.device)
+        self.k_cache = kv_zeros(shape, m.dtype, self.device)
+        self.v_cache = kv_zeros(shape, m.dtype, self.device)
         self.seed = seed
         self._generators: dict[str, torch.Generator] = {}
         self._seed_counter = 0
