@@ -86,6 +86,27 @@ def test_stop_keeps_the_finished_points(tmp_path):
     assert not (tmp_path / "point-01.trace.jsonl").exists()
 
 
+def test_stop_during_a_point_aborts_it_and_leaves_no_trace_of_it(tmp_path):
+    from waiting import wait_until
+    stop = threading.Event()
+    sw = Sweep({"max_num_seqs": [2, 4]}, out_dir=tmp_path, clock="H100",
+               **{**SMALL, "num_requests": 60, "max_tokens": 24})
+    part = tmp_path / "point-00.trace.jsonl.part"
+    setter = threading.Thread(target=lambda: (wait_until(part.exists, 120,
+                                                         what="point 0's trace"), stop.set()))
+    setter.start()
+    res = sw.run(progress=False, stop=stop)
+    setter.join()
+    assert res.rows == [] and res.meta["stopped"] and res.meta["points"] == []
+    # aborted at a step boundary: fewer steps than a whole run needs (each step gives at
+    # most one token to each of max_num_seqs=2 requests)
+    from inferlab.lab.runs import lab_workload
+    wl = lab_workload("random tokens: synthetic", 60, 0.0, 24, None)
+    least = sum(r.max_tokens for r in wl.requests) // 2
+    assert res.meta["stopped_at"]["point"] == 0 and res.meta["stopped_at"]["steps"] < least
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_the_frontier_of_synthetic_rows():
     def r(i, per_user, tok_s, error=None):
         m = None if error else {"output_tok_s": tok_s, "output_tok_s_per_user": per_user}

@@ -22,7 +22,8 @@ small for a prompt: the engine says so) becomes a row with ``error`` set; the sw
 On the wall clock the points follow the lab's protocol (``lab/protocol.py``): repeats
 interleaved across points (A B C A B C), each number the median with its range, the whole
 sweep inside a busy check whose warning (and that of repeats that disagree) lands in
-``meta["warning"]``; each trace file holds the point's last repeat. On a simulated clock
+``meta["warning"]``; each trace file holds the point's last whole repeat (a run that Stop
+cut short leaves no file). On a simulated clock
 (``clock="H100"``, pricing ``sim_model``, default ``llama-3-8b`` as the tour does) the
 numbers are deterministic, so each point runs once, and every row is a projection labelled
 with the cost model's published error (``sim/published.py``).
@@ -181,6 +182,7 @@ class Sweep:
         from inferlab.engine import Engine
         kw = self.engine_kwargs(point)
         path = self.trace_path(point)
+        part = path + ".part"                # renamed to ``path`` once the run is whole
         out, eng, steps = _Run(), None, [0]
 
         def hook(rec):                       # Stop: abort at the next step boundary
@@ -201,12 +203,13 @@ class Sweep:
                 out.stopped = True
                 return out
             t0 = time.perf_counter()
-            outs, trace = play(eng, self._wl, record_to=path, keep=TRACE_KEEP,
+            outs, trace = play(eng, self._wl, record_to=part, keep=TRACE_KEEP,
                                sweep_point=point)
             out.seconds = time.perf_counter() - t0
             trace.stop()
             out.stopped = stop.is_set()
             if not out.stopped:
+                os.replace(part, path)
                 out.numbers = run_numbers(outs, eng.clock_name)
                 out.summary = summary(outs, eng.stats(), kw, model=eng.model_name,
                                       workload=self._wl.description, clock=eng.clock_name)
@@ -214,6 +217,11 @@ class Sweep:
             out.error = f"{type(e).__name__}: {e}"
         finally:
             out.steps = steps[0]
+            if os.path.exists(part):         # stopped: dropped; failed: kept if it ran a step
+                if out.error is not None and out.steps:
+                    os.replace(part, path)
+                else:
+                    os.remove(part)
             eng = None
             gc.collect()                     # the engine's KV cache goes before the next one
         return out
@@ -235,6 +243,7 @@ class Sweep:
         errors: dict[int, _Run] = {}
         emitted: set[int] = set()
         total, done, t_start = n * reps, 0, time.perf_counter()
+        stopped_at = None                    # the run Stop cut short: point, repeat, steps
         bar = None
         if progress is None:
             from tqdm.auto import tqdm
@@ -277,6 +286,7 @@ class Sweep:
                     tell(i, rep)
                     r = self._run_point(i, stop)
                     if r.stopped:
+                        stopped_at = {"point": i, "repeat": rep, "steps": r.steps}
                         break
                     if r.error is not None:
                         errors[i] = r
@@ -298,9 +308,10 @@ class Sweep:
             emit(i)
         tell(None, None)
         return SweepResult([final_row(i) for i in finished],
-                           self._meta(check, done_runs, errors, stop.is_set(), reps))
+                           self._meta(check, done_runs, errors, stopped_at, reps,
+                                      stop.is_set()))
 
-    def _meta(self, check, done_runs, errors, stopped, reps) -> dict:
+    def _meta(self, check, done_runs, errors, stopped_at, reps, stopped) -> dict:
         times = {f"point {i}": [r.seconds for r in rs] for i, rs in done_runs.items() if rs}
         wall = self.clock == "wall"
         warning = None
@@ -317,7 +328,7 @@ class Sweep:
                 "readings": {**getattr(check, "readings", {}), "run_seconds": times},
                 "model": self.model, "workload": getattr(self._wl, "description", None),
                 "base": self.base, "out_dir": os.path.abspath(self.out_dir),
-                "stopped": stopped,
+                "stopped": stopped, "stopped_at": stopped_at,
                 "points": [{"point": i, "runs": len(rs),
                             "users": [r.numbers["users"] for r in rs],
                             "requests": [r.numbers["requests"] for r in rs]}
