@@ -192,3 +192,18 @@ def test_lab_sweep_appends_a_row_per_point():
     assert not lab.run_button.disabled and lab.stop_button.disabled
     lab.compare(1, 2)                     # replays the sweep points' trace files
     assert len(lab.comparison.children) == 2
+
+
+def test_lab_sweep_stop_keeps_the_finished_points():
+    from waiting import wait_until
+
+    from inferlab.widgets.lab import Lab
+    lab = Lab("tiny", workload_kind="random tokens: synthetic", num_requests=30, max_tokens=24,
+              num_blocks=64, block_size=4, clock="H100")
+    th = lab.sweep({"max_num_seqs": [1, 2, 3, 4]})
+    wait_until(lambda: len(lab.runs) >= 1, 120, what="the first point's row")
+    lab.stop()
+    th.join(120)
+    assert not th.is_alive() and lab.status.value.startswith("stopped: sweep of")
+    res = lab.last_sweep
+    assert res.meta["stopped"] and 1 <= len(res) < 4 and len(lab.runs) == len(res)

@@ -9,7 +9,9 @@ A run goes in a background thread (the notebook stays responsive) and can be sto
 stop button makes the run loop abort every request at the next step boundary. So does
 Kernel -> Interrupt while a run goes on (see ``_stop_on_kernel_interrupt``); the views keep
 the run's last step, with the aborted requests marked. ``record_to="run.trace.jsonl"``
-writes each run's trace to that file as it runs (see ``Trace.record``).
+writes each run's trace to that file as it runs (see ``Trace.record``). ``lab.sweep(grid)``
+runs every combination of a few knobs the same way (``inferlab.lab.sweep``), a row per point;
+``lab.last_sweep`` is its SweepResult (``widgets.SweepView`` draws its frontier).
 """
 from __future__ import annotations
 
