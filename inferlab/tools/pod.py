@@ -55,6 +55,37 @@ def unavailable() -> str | None:
     return None
 
 
+def _empty(d: pathlib.Path) -> None:
+    """Kill what is left in cgroup ``d`` and remove it."""
+    for _ in range(50):
+        try:
+            pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
+        except OSError:
+            return
+        if not pids:
+            break
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    try:
+        d.rmdir()
+    except OSError:
+        pass
+
+
+def remove_stale() -> None:
+    """Pods whose maker died without closing them (a killed benchmark): emptied, removed."""
+    roots = [_v2_root()] if _v2_root() is not None else [V1 / "memory", V1 / "cpu"]
+    for root in roots:
+        for d in root.glob("inferlab-pod-*"):
+            maker = d.name.split("-")[2]
+            if maker.isdigit() and not os.path.exists(f"/proc/{maker}"):
+                _empty(d)
+
+
 def kind_of(cmdline: str) -> str:
     """What a process in the pod is, for the per-process breakdown."""
     if "precompile" in cmdline:
@@ -86,6 +117,7 @@ class Pod:
         why = unavailable()
         if why:
             raise RuntimeError(f"cannot make a Binder pod here: {why}")
+        remove_stale()
         if self.v2 is not None:
             d = self.v2 / self.name
             d.mkdir()
@@ -128,21 +160,8 @@ class Pod:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
-        for _ in range(50):                          # whatever is still inside goes
-            pids = self.pids()
-            if not pids:
-                break
-            for p in pids:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.1)
-        for d in reversed(self.dirs):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
+        for d in self.dirs:                          # whatever is still inside goes
+            _empty(d)
 
     # --- watching it ----------------------------------------------------------------------
     def reset(self) -> None:
