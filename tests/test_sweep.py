@@ -8,7 +8,8 @@ import pytest
 
 from inferlab.bench.sweep import parse_serve_params, read_serve_params
 from inferlab.errors import InvalidInputError
-from inferlab.lab.sweep import Sweep, grid_points
+from inferlab.lab.sweep import Sweep
+from inferlab.lab.sweep_grid import grid_points
 from inferlab.lab.sweep_result import SweepResult, pareto, peak_in_flight
 from inferlab.observe.trace import Trace
 
@@ -158,6 +159,16 @@ def test_vllm_serve_params_shapes_parse_and_unknown_names_fail(tmp_path):
         {"max_num_seqs": 1, "block_size": 4}, {"max_num_seqs": 2, "block_size": 4}]
 
 
+def test_a_kv_budget_given_one_way_replaces_the_base_given_the_other():
+    sw = Sweep({"kv_cache_memory": [1 << 20], "prefix_caching": [False]}, clock="H100",
+               base={"num_blocks": 128, "block_size": 16, "max_num_seqs": 4})
+    assert sw.engine_kwargs(0) == {"block_size": 16, "max_num_seqs": 4,
+                                   "kv_cache_memory": 1 << 20, "enable_prefix_caching": False,
+                                   "clock": "H100", "sim_model": "llama-3-8b"}
+    sw = Sweep({"num_blocks": [8]}, base={"kv_cache_memory": 1 << 20, "dtype": "bfloat16"})
+    assert sw.engine_kwargs(0) == {"dtype": "bfloat16", "num_blocks": 8, "clock": "wall"}
+
+
 def test_bench_sweep_command_writes_the_result_file(tmp_path, capsys):
     from inferlab.cli import main
     params = tmp_path / "params.json"
@@ -173,18 +184,18 @@ def test_bench_sweep_command_writes_the_result_file(tmp_path, capsys):
 
 def test_a_request_log_is_a_workload(tmp_path):
     rl = pytest.importorskip("inferlab.sim.request_log")
-    from inferlab.lab.sweep import resolve_workload
+    from inferlab.lab.sweep_grid import resolve_workload
     from inferlab.model.loader import load_model
     tok = load_model("tiny").tokenizer
     wl = resolve_workload(rl.example_path(), tok, num_requests=1, max_tokens=8, rate=0, seed=0)
     assert len(wl) > 0 and max(r.max_tokens for r in wl.requests) <= 8
 
 
-def test_lab_sweep_appends_a_row_per_point():
+def test_lab_sweep_appends_a_row_per_point(tmp_path):
     from inferlab.widgets.lab import Lab
     lab = Lab("tiny", workload_kind="random tokens: synthetic", num_requests=4, max_tokens=6,
               num_blocks=64, block_size=4, clock="H100")
-    th = lab.sweep({"max_num_seqs": [1, 4]})
+    th = lab.sweep({"max_num_seqs": [1, 4]}, out_dir=tmp_path)
     th.join(300)
     assert not th.is_alive() and lab.status.value.startswith("done: sweep of 2 points")
     assert [r["max_num_seqs"] for r in lab.runs.rows] == [1, 4]
@@ -194,13 +205,13 @@ def test_lab_sweep_appends_a_row_per_point():
     assert len(lab.comparison.children) == 2
 
 
-def test_lab_sweep_stop_keeps_the_finished_points():
+def test_lab_sweep_stop_keeps_the_finished_points(tmp_path):
     from waiting import wait_until
 
     from inferlab.widgets.lab import Lab
     lab = Lab("tiny", workload_kind="random tokens: synthetic", num_requests=30, max_tokens=24,
               num_blocks=64, block_size=4, clock="H100")
-    th = lab.sweep({"max_num_seqs": [1, 2, 3, 4]})
+    th = lab.sweep({"max_num_seqs": [1, 2, 3, 4]}, out_dir=tmp_path)
     wait_until(lambda: len(lab.runs) >= 1, 120, what="the first point's row")
     lab.stop()
     th.join(120)

@@ -23,7 +23,8 @@ import os
 import shlex
 
 from inferlab.errors import InvalidInputError
-from inferlab.lab.sweep import KNOBS, Sweep
+from inferlab.lab.sweep import Sweep
+from inferlab.lab.sweep_grid import KNOBS
 
 # vLLM's `vllm serve` argument -> the lab engine's keyword (same meaning)
 VLLM_NAMES = {
