@@ -155,6 +155,8 @@ def test_vllm_serve_params_shapes_parse_and_unknown_names_fail(tmp_path):
         parse_serve_params("max_num_seqs")
     with pytest.raises(InvalidInputError, match="unknown sweep knob 'batch'"):
         Sweep({"batch": [1, 2]})
+    with pytest.raises(InvalidInputError, match="unknown GPU 'H999'"):
+        Sweep({"max_num_seqs": [1]}, clock="H999")
     assert grid_points({"max_num_seqs": [1, 2], "block_size": [4]}) == [
         {"max_num_seqs": 1, "block_size": 4}, {"max_num_seqs": 2, "block_size": 4}]
 
