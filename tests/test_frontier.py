@@ -72,6 +72,16 @@ def test_the_figure_draws_points_frontier_spread_and_a_note():
     assert fig.layout.yaxis.title.text.startswith("output tokens/s in total")
 
 
+def test_the_narrow_pane_keeps_its_title_short():
+    """SweepView's pane (~450 px): title lines of at most 48 characters, failed points
+    counted (the pane lists them beside); the same traces as the full figure."""
+    fig = frontier.figure(ROWS, narrow=True)
+    heading, clock, notes = article.parse_title(fig.layout.title.text)
+    assert all(len(line) <= frontier.NARROW_CHARS for line in heading.split("<br>")), heading
+    assert notes == ["not plotted: 1 failed point, listed beside"] and clock == "wall"
+    assert [t.name for t in fig.data] == [t.name for t in frontier.figure(ROWS).data]
+
+
 def test_colours_are_neutral_series():
     fig = frontier.figure(ROWS, selected=2)
     assert figure_check.colour_problems(fig, "frontier") == []
@@ -159,7 +169,7 @@ def test_sweep_view_opens_a_point_from_its_trace(traces):
         assert view.plot.picked == point and list(view.figure().data[2].customdata) == [point]
         assert f"{len(want)} steps, 4 requests" in view.caption.value
         assert f"max_num_seqs={rows[point]['knobs']['max_num_seqs']}" in view.caption.value
-    assert view.runs.layout.display == ""
+    assert view.runs.children == tuple(view.views) and view.runs.layout.display == ""
     # a missing file, a failed point: said in the caption, the runs hidden, no exception
     assert view.open_point(2) is None and "is not there" in view.caption.value
     assert view.runs.layout.display == "none" and view.plot.picked == -1

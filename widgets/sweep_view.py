@@ -57,7 +57,7 @@ class FrontierPlot(PlotView):
 
     def _spec(self, dark: bool | None = None) -> dict:
         return frontier.spec(self._rows, title=self._heading, dark=self._is_dark(dark),
-                             selected=self.picked if self.picked >= 0 else None)
+                             selected=self.picked if self.picked >= 0 else None, narrow=True)
 
     def __repr__(self):
         return f"FrontierPlot({len(self._rows)} points)"
@@ -76,6 +76,7 @@ def _check(rows) -> list[dict]:
 class SweepView(SavedDisplay, w.HBox):
     def __init__(self, rows, *, title: str | None = None):
         self.rows = _check(list(rows))
+        self._title = title
         self._by_point = {r["point"]: r for r in self.rows}
         self.plot = FrontierPlot(self.rows, self.open_point, title=title)
         self.caption = w.HTML(f"<div class='il-sweep-note'>{html.escape(HINT)}</div>"
@@ -83,14 +84,17 @@ class SweepView(SavedDisplay, w.HBox):
         self.caption.add_class("il-sweep-caption")
         self.timeline, self.kv_map, self.tokens = SchedulerTimeline(), KVBlockMap(), TokenStream()
         self.views = [self.timeline, self.kv_map, self.tokens]
-        self.runs = w.VBox(self.views, layout=w.Layout(display="none"))
+        # the views join the page with the first point opened (a plot first drawn unseen keeps
+        # plotly's default 700 px width), and are hidden while a point cannot be opened (not
+        # taken out: plotly's widget, shown again, would still update its first, gone view)
+        self.runs = w.VBox([])
         self.runs.add_class("il-sweep-runs")
         self.trace: Trace | None = None
         self.shown: int | None = None
         self.errors: list[str] = []
         side = w.VBox([self.caption, self.runs],
-                      layout=w.Layout(flex="1 1 560px", min_width="0"))
-        self.plot.layout = w.Layout(flex="1 1 460px", min_width="0")
+                      layout=w.Layout(flex="1 1 480px", min_width="0"))
+        self.plot.layout = w.Layout(flex="1 1 400px", min_width="0")
         super().__init__([self.plot, side], layout=w.Layout(flex_flow="row wrap",
                                                             align_items="flex-start"))
         self.add_class("il-sweep")
@@ -108,8 +112,10 @@ class SweepView(SavedDisplay, w.HBox):
         return frontier.frontier_points(self.rows)
 
     def figure(self, dark: bool = False):
-        """The frontier as a plotly figure (the point opened beside, ringed)."""
-        return self.plot.figure(dark)
+        """The frontier as a plotly figure at full width, for export (the point opened
+        beside, ringed; the live plot is the same, its title in shorter lines)."""
+        return frontier.figure(self.rows, title=self._title, dark=dark,
+                               selected=self.shown)
 
     # --- opening a point -------------------------------------------------------------------
     def open_point(self, point: int) -> Trace | None:
@@ -138,6 +144,13 @@ class SweepView(SavedDisplay, w.HBox):
             self._show(row, None, msg)
             return None
         trace.replay(*self.views)
+        # the KV map at the run's fullest step (at its last, every block is free again)
+        used = [r.kv_blocks_used for r in trace.records]
+        if used and used.index(max(used)) < len(used) - 1:
+            self.kv_map.cursor = used.index(max(used))
+        for v in self.views:     # their redraws sent now (detach ends a replay's wait): one
+            v.detach()           # that reached a plot as the page mounted it would fix its
+                                 # width at plotly's default 700 px
         self._show(row, trace, None)
         return trace
 
@@ -145,6 +158,8 @@ class SweepView(SavedDisplay, w.HBox):
         self.trace = trace
         self.shown = row["point"] if row is not None and trace is not None else None
         self.plot.picked = self.shown if self.shown is not None else -1
+        if trace is not None and not self.runs.children:
+            self.runs.children = tuple(self.views)
         self.runs.layout.display = "" if trace is not None else "none"
         self.caption.value = self._caption(row, trace, error)
 

@@ -19,6 +19,7 @@ import math
 import plotly.graph_objects as go
 
 from inferlab.lab import palette
+from inferlab.lab.article import wrap
 
 from .spec import Spec
 from .timeline import ink
@@ -29,6 +30,7 @@ Y_TITLE = "output tokens/s in total (one device)"
 HOVER = "%{hovertext}<extra></extra>"
 MOST_FAILED = 3          # failed points named in the note; the rest counted
 HEIGHT = 480
+NARROW_CHARS = 48        # a title line's characters in a narrow pane (SweepView's)
 
 
 def _num(v) -> float | None:
@@ -157,10 +159,12 @@ def trade_off(rows, points) -> str:
 
 
 def spec(rows, *, title: str | None = None, dark: bool = False,
-         selected: int | None = None) -> dict:
+         selected: int | None = None, narrow: bool = False) -> dict:
     """The frontier of ``rows`` as a plain figure dict (see the module's text); ``selected``:
-    the point ringed (the one a SweepView shows beside the plot). The same traces in the same
-    order whatever the rows, so a live widget updates them in place."""
+    the point ringed (the one a SweepView shows beside the plot); ``narrow``: for a pane
+    about 450 px wide (the title in shorter lines, the failed points only counted: the pane
+    lists them beside). The same traces in the same order whatever the rows, so a live
+    widget updates them in place."""
     rows = list(rows)
     names = varying_knobs(rows)
     ok = [r for r in rows if plotted(r)]
@@ -198,8 +202,8 @@ def spec(rows, *, title: str | None = None, dark: bool = False,
     top_y = max([_hi(r, Y) for r in ok] + ys + [1e-9])
     fig.xaxes(title=dict(text=X_TITLE), range=[0, top_x * 1.18], rangemode="tozero",
               zeroline=False)
-    fig.yaxes(title=dict(text=Y_TITLE), range=[0, top_y * 1.15], rangemode="tozero",
-              zeroline=False)
+    fig.yaxes(title=dict(text=Y_TITLE.split(" (")[0] if narrow else Y_TITLE),
+              range=[0, top_y * 1.15], rangemode="tozero", zeroline=False)
     if not ok:
         fig.annotate(text="no point of the sweep ran: nothing to plot", showarrow=False,
                      x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=14))
@@ -209,12 +213,22 @@ def spec(rows, *, title: str | None = None, dark: bool = False,
     ratio = trade_off(rows, front)
     heading += f"<br>{ratio}" if ratio else ""
     note = failed_note(rows, names)
+    if narrow:
+        heading = wrap(heading, NARROW_CHARS)
+        n_bad = len(failed(rows))
+        note = note and f"not plotted: {n_bad} failed point{'s' if n_bad > 1 else ''}, " \
+            "listed beside"
     lines = heading.count("<br>") + 1
-    # the legend at the foot, under the x axis (a narrow pane has no room beside the title)
-    fig.update_layout(height=HEIGHT, showlegend=True, hovermode="closest",
-                      legend=dict(orientation="h", x=0.01, xanchor="left", y=0.01,
-                                  yanchor="bottom", xref="container", yref="container"),
-                      margin=dict(t=14 + 22 * lines + 17 * (1 + bool(note)), r=30, b=95))
+    # the legend at the foot, under the x axis (a narrow pane has no room beside the title;
+    # there its items wrap, one under the other, and the plot leaves room for them)
+    rows_below = 3 if narrow else 1
+    fig.update_layout(height=HEIGHT + 22 * (rows_below - 1), showlegend=True,
+                      hovermode="closest",
+                      legend=dict(orientation="h", x=0.01, xanchor="left",
+                                  y=0.01, yanchor="bottom", xref="container",
+                                  yref="container"),
+                      margin=dict(t=14 + 22 * lines + 17 * (1 + bool(note)), r=30,
+                                  b=72 + 24 * rows_below))
     out = fig.style(heading, clock, dark=dark)
     if note:
         out["layout"]["title"]["text"] += f"<br><sup>{note}</sup>"
@@ -227,7 +241,7 @@ def _hi(row, key) -> float:
     return v if v is not None else _num(row["metrics"][key])
 
 
-def figure(rows, *, title: str | None = None, dark: bool = False,
-           selected: int | None = None) -> go.Figure:
+def figure(rows, *, title: str | None = None, dark: bool = False, selected: int | None = None,
+           narrow: bool = False) -> go.Figure:
     """The frontier of a sweep's rows as a plotly figure (see ``spec``)."""
-    return go.Figure(spec(rows, title=title, dark=dark, selected=selected))
+    return go.Figure(spec(rows, title=title, dark=dark, selected=selected, narrow=narrow))
