@@ -88,6 +88,9 @@ def test_colours_are_neutral_series():
     colours = {c for tr in fig.data for c in (tr.marker.color, tr.line.color) if c}
     assert {palette.SERIES["main"], palette.SERIES["baseline"]} <= colours
     assert all(palette.is_grey(c) for c in colours), colours
+    dark = frontier.figure(ROWS, dark=True)       # the dark page's greys, same ranks
+    assert dark.data[1].line.color == palette.on_dark(palette.SERIES["main"]) != \
+        palette.SERIES["main"]
     # break it: a frontier in a policy's hue is caught
     fig.data[1].line.color = palette.POLICY["static"]
     assert figure_check.colour_problems(fig, "frontier")
@@ -179,5 +182,7 @@ def test_sweep_view_opens_a_point_from_its_trace(traces):
     view.plot._on_page_msg(view.plot, {"event": "pick", "point": 1}, [])
     assert view.shown == 1
     assert repr(view).startswith("SweepView(4 points") and repr(view).endswith("1 failed)")
+    data, _ = view._repr_mimebundle_()             # GitHub's picture: the frontier
+    assert data["text/plain"] == repr(view) and data.get("image/png")
     with pytest.raises(TypeError, match="no .rows"):
         SweepView.from_result(object())

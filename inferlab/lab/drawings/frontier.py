@@ -115,7 +115,7 @@ def hover_text(row: dict, names) -> str:
         f"ITL p50 {fmt(m.get('itl_p50_ms'))} ms · p99 {fmt(m.get('itl_p99_ms'))} ms"])
 
 
-def _bars(rows, key) -> dict:
+def _bars(rows, key, colour: str) -> dict:
     """Asymmetric error bars from each row's spread [min, max] of ``key``."""
     up, down = [], []
     for r in rows:
@@ -125,7 +125,7 @@ def _bars(rows, key) -> dict:
         up.append(max(hi - v, 0.0) if hi is not None else 0.0)
         down.append(max(v - lo, 0.0) if lo is not None else 0.0)
     return dict(type="data", symmetric=False, array=up, arrayminus=down,
-                color=palette.SERIES["baseline"], thickness=1.2, width=4,
+                color=colour, thickness=1.2, width=4,
                 visible=any(up) or any(down))
 
 
@@ -172,10 +172,13 @@ def spec(rows, *, title: str | None = None, dark: bool = False,
     by = {r["point"]: r for r in ok}
     clock, projection = sweep_clock(rows)
     fig = Spec()
-    grey, main = palette.SERIES["baseline"], palette.SERIES["main"]
+    # the neutral series greys; on a dark page the dark ramp's of the same rank (as the
+    # article's dark twin): the frontier still stands out from the other points
+    shade = palette.on_dark if dark else (lambda c: c)
+    grey, main = shade(palette.SERIES["baseline"]), shade(palette.SERIES["main"])
     fig.add(dict(type="scatter", mode="markers", name="sweep points",
                  x=[_num(r["metrics"][X]) for r in ok], y=[_num(r["metrics"][Y]) for r in ok],
-                 error_x=_bars(ok, X), error_y=_bars(ok, Y),
+                 error_x=_bars(ok, X, grey), error_y=_bars(ok, Y, grey),
                  customdata=[r["point"] for r in ok], cliponaxis=False,
                  marker=dict(color=grey, size=11, line=dict(width=0)),
                  hovertext=[hover_text(r, names) for r in ok], hovertemplate=HOVER))
