@@ -36,12 +36,20 @@ def tokenizer():
     return default_tokenizer()
 
 
+BLOCKS, SMOKE_BLOCKS = 512, 256
+
+
 def engine(model: str | None = None, **kw):
     """An engine with a fixed, small KV cache (no memory probing: same blocks every run), on
     the real SmolLM2-135M-Instruct unless ``model`` says otherwise (tests pass "tiny", a random
-    2-layer Llama with SmolLM2's tokenizer and vocabulary, for speed)."""
+    2-layer Llama with SmolLM2's tokenizer and vocabulary, for speed). A smoke run (tests,
+    Binder) takes SMOKE_BLOCKS, enough for its workloads: the engine's free blocks are handed
+    out in turn, as vLLM's are, so a run touches all of them in time, and on a 2 GB Binder pod
+    two engines of 512 (377 MB each in fp32) did not fit beside the rest."""
     import inferlab as il
-    kw.setdefault("num_blocks", 512)
+
+    from . import smoke
+    kw.setdefault("num_blocks", SMOKE_BLOCKS if smoke() else BLOCKS)
     kw.setdefault("seed", 0)
     return il.Engine(model, **kw)
 

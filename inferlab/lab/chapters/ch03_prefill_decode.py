@@ -94,8 +94,10 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
     lengths = wall_lengths or (LENGTHS_SMOKE if smoke else LENGTHS)
     out = OUTPUT_SMOKE if smoke else OUTPUT
     sim = _kit.engine(None, enable_prefix_caching=False, max_model_len=8192,
-                      num_blocks=1024, **_kit.SIM)
+                      num_blocks=_kit.SMOKE_BLOCKS if smoke else 1024, **_kit.SIM)
     runs = {"sim": sweep(sim, SIM_LENGTHS_SMOKE if smoke else SIM_LENGTHS, out)}
+    model_sim = sim.model_name
+    del sim                  # its KV blocks go before the wall clock's engine takes its own
     model_wall, wall, fit = None, None, None
     if not deterministic:
         eng = _kit.engine(None, enable_prefix_caching=False)
@@ -105,7 +107,7 @@ def measure(smoke: bool = False, deterministic: bool = False, repeats: int | Non
         fit = step_fit(eng, FIT_LENGTHS_SMOKE if smoke else FIT_LENGTHS,
                        repeats or (2 if smoke else 3)) if with_fit else None
     data = {"runs": runs, "roofline": roofline(), "clock_sim": _kit.SIM_LABEL,
-            "model": sim.model_name, "model_wall": model_wall}
+            "model": model_sim, "model_wall": model_wall}
     if wall is not None:
         data["wall"] = wall
     if fit is not None:
