@@ -28,6 +28,10 @@ WHERE = """pt => {
           y: r.top + fl.yaxis._offset + fl.yaxis.l2p(Array.from(tr.y)[i])};
 }"""
 
+# JS: plotly's hover label over the frontier names this point
+HOVERED = """t => [...document.querySelectorAll('.il-sweep-frontier .hoverlayer .hovertext')]
+  .some(h => h.textContent.startsWith(t + ':'))"""
+
 # JS: the frontier and the three views beside it are drawn, each as wide as its column
 FIT = """() => {
   const boxes = [...document.querySelectorAll('.il-sweep .il-plot')];
@@ -86,9 +90,17 @@ def sweep(jupyter):
 def _click(page, point):
     page.locator(".il-sweep-frontier").scroll_into_view_if_needed()
     at = page.evaluate(WHERE, point)
-    page.mouse.move(at["x"], at["y"])
-    page.wait_for_timeout(300)                 # plotly finds the point under the mouse first
-    page.mouse.click(at["x"], at["y"])
+    # as a person does: over the point until plotly shows its label, then the click (plotly
+    # clicks the point it hovers; the plot may still be settling its size at first)
+    for dx in (0, 1, -1, 2, -2):
+        page.mouse.move(5, 5)
+        page.mouse.move(at["x"] + dx, at["y"], steps=4)
+        try:
+            page.wait_for_function(HOVERED, arg=f"point {point}", timeout=3_000)
+            break
+        except Exception:  # noqa: BLE001 - not yet: where the point is now, again
+            at = page.evaluate(WHERE, point)
+    page.mouse.click(at["x"] + dx, at["y"])
 
 
 def _steps_shown(page, n):

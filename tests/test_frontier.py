@@ -169,7 +169,9 @@ def test_sweep_view_opens_a_point_from_its_trace(traces):
         want = Trace.load(rows[point]["trace_path"])
         assert len(trace) == len(want) and view.timeline.num_steps == len(want)
         assert view.kv_map.num_steps == len(want) and view.shown == point
-        assert view.plot.picked == point and list(view.figure().data[2].customdata) == [point]
+        assert view.plot.picked == point and list(view.plot.figure().data[2].customdata) == [point]
+        assert list(view.figure(ringed=True).data[2].customdata) == [point]
+        assert len(view.figure().data[2].x) == 0          # an export rings nothing
         assert f"{len(want)} steps, 4 requests" in view.caption.value
         assert f"max_num_seqs={rows[point]['knobs']['max_num_seqs']}" in view.caption.value
     assert view.runs.children == tuple(view.views) and view.runs.layout.display == ""

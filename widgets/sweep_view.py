@@ -111,11 +111,11 @@ class SweepView(SavedDisplay, w.HBox):
     def frontier_points(self) -> list[int]:
         return frontier.frontier_points(self.rows)
 
-    def figure(self, dark: bool = False):
-        """The frontier as a plotly figure at full width, for export (the point opened
-        beside, ringed; the live plot is the same, its title in shorter lines)."""
+    def figure(self, dark: bool = False, ringed: bool = False):
+        """The frontier as a plotly figure at full width, for export (the live plot is the
+        same, its title in shorter lines); ``ringed``: the point opened beside ringed."""
         return frontier.figure(self.rows, title=self._title, dark=dark,
-                               selected=self.shown)
+                               selected=self.shown if ringed else None)
 
     # --- opening a point -------------------------------------------------------------------
     def open_point(self, point: int) -> Trace | None:
@@ -143,6 +143,8 @@ class SweepView(SavedDisplay, w.HBox):
             self.errors.append(msg)
             self._show(row, None, msg)
             return None
+        if self.runs.children:   # shown before its plots change: an update that reaches a
+            self.runs.layout.display = ""    # hidden plot can leave it at the wrong width
         trace.replay(*self.views)
         # the KV map at the run's fullest step (at its last, every block is free again)
         used = [r.kv_blocks_used for r in trace.records]

@@ -221,6 +221,13 @@ def spec(rows, *, title: str | None = None, dark: bool = False,
         n_bad = len(failed(rows))
         note = note and f"not plotted: {n_bad} failed point{'s' if n_bad > 1 else ''}, " \
             "listed beside"
+    # the lines under the title: the clock, a line per part of a long one ("H100
+    # (simulated ...); a projection: ..."), then the note (each a caption line in the
+    # article profile); in the narrow pane, no line longer than it
+    sups = [("clock: " if i == 0 else "") + part for i, part in enumerate(clock.split("; "))]
+    sups += [note] if note else []
+    if narrow:
+        sups = [line for s in sups for line in wrap(s, 2 * NARROW_CHARS - 30).split("<br>")]
     lines = heading.count("<br>") + 1
     # the legend at the foot, under the x axis (a narrow pane has no room beside the title;
     # there its items wrap, one under the other, and the plot leaves room for them)
@@ -230,11 +237,10 @@ def spec(rows, *, title: str | None = None, dark: bool = False,
                       legend=dict(orientation="h", x=0.01, xanchor="left",
                                   y=0.01, yanchor="bottom", xref="container",
                                   yref="container"),
-                      margin=dict(t=14 + 22 * lines + 17 * (1 + bool(note)), r=30,
+                      margin=dict(t=14 + 22 * lines + 17 * len(sups), r=30,
                                   b=72 + 24 * rows_below))
-    out = fig.style(heading, clock, dark=dark)
-    if note:
-        out["layout"]["title"]["text"] += f"<br><sup>{note}</sup>"
+    out = fig.style(heading, None, dark=dark)
+    out["layout"]["title"]["text"] += "".join(f"<br><sup>{s}</sup>" for s in sups)
     return out
 
 
