@@ -258,9 +258,14 @@ class View(SavedDisplay, anywidget.AnyWidget):
         return data, meta
 
     def snapshot(self):
-        """The view as a static PNG (IPython Image), e.g. after a live run."""
+        """The view as a picture, e.g. after a live run: a static PNG (IPython Image); with
+        static images off (``INFERLAB_STATIC_IMAGES=0``, Binder) its plotly figure, which the
+        reader's browser draws, so no headless Chrome starts in the kernel."""
+        fig = self.figure()
+        if not static_images():
+            return fig
         from IPython.display import Image
-        return Image(png_of(self.figure()))
+        return Image(png_of(fig))
 
 
 def png_of(fig, width: int = 900, height: int = 420) -> bytes:

@@ -34,7 +34,7 @@ FITS = 2
 def sizes(smoke: bool) -> dict:
     if smoke:
         return dict(prompt_len=64, decode=8, batch=4, repeats=2, long=128, short=16,
-                    requests=4, cap_decode=8, mem_requests=4, mem_prompt=64, mem_blocks=512)
+                    requests=4, cap_decode=8, mem_requests=4, mem_prompt=64, mem_blocks=128)
     return dict(prompt_len=256, decode=32, batch=16, repeats=3, long=1024, short=64,
                 requests=8, cap_decode=16, mem_requests=16, mem_prompt=256, mem_blocks=512)
 
