@@ -50,8 +50,13 @@ def unavailable() -> str | None:
         return "making a cgroup needs root"
     if _v2_root() is None and not (V1 / "memory" / "memory.limit_in_bytes").exists():
         return "no cgroup memory controller is mounted under /sys/fs/cgroup"
-    if not os.access(V1 / "memory" if _v2_root() is None else _v2_root(), os.W_OK):
-        return "the cgroup hierarchy is read-only here"
+    root = V1 / "memory" if _v2_root() is None else _v2_root()
+    probe = root / f"inferlab-pod-{os.getpid()}-probe"
+    try:                                     # the one sure test: make a cgroup and remove it
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as e:
+        return f"a cgroup cannot be made here ({e.strerror or e})"
     return None
 
 
