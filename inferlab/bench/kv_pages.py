@@ -6,8 +6,9 @@
 an engine holds the blocks it has written rather than its whole budget; ``torch.zeros``, as
 before, writes every byte at the start. Two engines of SmolLM2 with 512 blocks in one
 process, their cache tensors made anew one way each, A B A B on eight requests of 48 new
-tokens: the seconds to allocate the two tensors, the KV bytes resident then and after the runs (the pages of its
-two cache tensors that are in memory, from mincore), and tokens per second (median, range).
+tokens: the seconds to allocate the two tensors, the KV bytes resident then and after the
+runs (the pages of its two cache tensors that are in memory, from mincore), and tokens per
+second (median, range).
 """
 from __future__ import annotations
 
