@@ -203,8 +203,25 @@ def test_lab_sweep_appends_a_row_per_point(tmp_path):
     assert [r["max_num_seqs"] for r in lab.runs.rows] == [1, 4]
     assert len(lab.last_sweep) == 2 and lab.last_sweep.rows[0]["projection"]
     assert not lab.run_button.disabled and lab.stop_button.disabled
+    assert lab.progress.value == lab.progress.max == 2          # the bar, full
+    from inferlab.widgets.sweep_view import SweepView          # the frontier, clickable
+    view, = lab.frontier.children
+    assert isinstance(view, SweepView) and len(view.rows) == 2
     lab.compare(1, 2)                     # replays the sweep points' trace files
     assert len(lab.comparison.children) == 2
+
+
+def test_lab_sweep_button_reads_the_grid_and_says_a_bad_one(tmp_path):
+    from inferlab.widgets.lab import Lab
+    lab = Lab("tiny", workload_kind="random tokens: synthetic", num_requests=2, max_tokens=4,
+              num_blocks=64, block_size=4, clock="H100")
+    lab.sweep_grid.value = '{"max_num_seqs": [1, 2'
+    lab.sweep_button.click()
+    assert lab.status.value.startswith("sweep grid: JSONDecodeError") and not lab.running
+    lab.sweep_grid.value = '{"max_num_seqs": [1, 2]}'
+    lab.sweep_button.click()
+    lab.thread.join(300)
+    assert lab.status.value.startswith("done: sweep of 2 points") and len(lab.runs) == 2
 
 
 def test_lab_sweep_stop_keeps_the_finished_points(tmp_path):

@@ -127,9 +127,19 @@ class Lab(SavedDisplay, w.VBox):
         self.compare_button.add_class("il-lab-compare")
         self.compare_button.on_click(lambda _: self.compare(self.compare_a.value, self.compare_b.value))
         self.comparison = w.VBox([])
+        # the sweep: a grid of knobs as JSON, a progress bar, then the frontier (SweepView)
+        self.sweep_grid = w.Text(value='{"max_num_seqs": [2, 4, 8]}', description="sweep grid",
+                                 layout=w.Layout(width="420px"), style=cmp_style)
+        self.sweep_button = w.Button(description="Sweep", icon="th")
+        self.sweep_button.add_class("il-lab-sweep")
+        self.sweep_button.on_click(lambda _: self._sweep_clicked())
+        self.progress = w.IntProgress(min=0, max=1, layout=w.Layout(width="200px",
+                                                                    visibility="hidden"))
+        self.frontier = w.VBox([])
         super().__init__([grid, w.HBox([self.run_button, self.stop_button, self.status]),
+                          w.HBox([self.sweep_grid, self.sweep_button, self.progress]),
                           self.runs_view, w.HBox([self.compare_a, self.compare_b, self.compare_button]),
-                          self.comparison, tabs])
+                          self.comparison, self.frontier, tabs])
         self.add_class("il-lab")
 
     def config(self) -> dict:
@@ -254,8 +264,23 @@ class Lab(SavedDisplay, w.VBox):
         self.thread.start()
         return self.thread
 
+    def _sweep_clicked(self) -> None:
+        """The Sweep button: the grid box's JSON (knob -> list of values), or its error."""
+        import json
+        try:
+            grid = json.loads(self.sweep_grid.value)
+            if not isinstance(grid, (dict, list)) or not grid:
+                raise ValueError("give a JSON object of knob -> list of values")
+            self.sweep(grid)
+        except Exception as e:  # noqa: BLE001 - a bad grid is said, the Lab stays usable
+            self.status.value = f"sweep grid: {type(e).__name__}: {e}"
+
     def _sweep(self, sw) -> None:
+        self.progress.layout.visibility = "visible"
+        self.progress.value, self.progress.max = 0, max(len(sw), 1)
+
         def tell(p):
+            self.progress.max, self.progress.value = p["total"], p["done"]
             if p["point"] is not None:
                 left = "" if p["eta_s"] is None else f", about {p['eta_s']:.0f} s left"
                 knobs = ", ".join(f"{k}={v}" for k, v in p["knobs"].items())
@@ -271,9 +296,13 @@ class Lab(SavedDisplay, w.VBox):
                                  f"{len(res)} points, {len(bad)} failed"
                                  + (f" (point {bad[0]['point']}: {bad[0]['error']})" if bad
                                     else "") + f"; frontier: points {res.frontier()}")
+            if any(not r["error"] for r in res.rows):   # click a point: its views beside it
+                from inferlab.widgets.sweep_view import SweepView
+                self.frontier.children = [SweepView.from_result(res)]
         except Exception as e:  # noqa: BLE001 - show it, keep the lab usable
             self.status.value = f"error: {type(e).__name__}: {e}"
         finally:
+            self.progress.value = self.progress.max
             self.run_button.disabled, self.stop_button.disabled = False, True
 
     def _end_run(self) -> None:

@@ -23,11 +23,16 @@ def _cells(r: dict) -> str:
     return f"{r.get('done')}/{r.get('cells')}" + ("" if ok else " (failed)")
 
 
-def pod_table(res: dict, file: str) -> str:
-    """One row per scenario (``--scenarios``) or per notebook (``--notebooks``)."""
+TOUR = "00_tour.ipynb"
+
+
+def pod_table(res: dict, file: str, skip_tour: bool = True) -> str:
+    """One row per scenario (``--scenarios``) or per notebook (``--notebooks``; the tour's
+    row left out where other notebooks are there: its number is the scenarios' table's)."""
     body = res["results"]
     if "notebooks" in body:                              # one run: a row per notebook
-        runs = [(name, r) for name, r in body["notebooks"].items()]
+        runs = [(name, r) for name, r in body["notebooks"].items()
+                if not (skip_tour and name == TOUR and len(body["notebooks"]) > 1)]
         head = "notebook"
         pods = {name: body for name, _ in runs}
     else:                                                # scenarios: the first notebook each
@@ -85,3 +90,19 @@ def pod_summary(res: dict, file: str) -> str:
         parts.append(f"{what.split(':')[0]}: pod peak {_gb(r.get('peak_bytes'))}, first view "
                      f"{_s(r.get('first_view_s'))}, Run All {_s(r.get('run_all_s'))}")
     return "; ".join(parts) + f" ({short(res)}; {file})"
+
+
+def kv_pages_table(res: dict, file: str) -> str:
+    """KV pages resident as written against all at the start: allocation, bytes, tokens/s."""
+    body = res["results"]
+    rows = ["| KV cache | allocating it | resident when built | resident after the runs | "
+            "tokens/s, median (range) |", "|---|---:|---:|---:|---:|"]
+    for side, r in body.items():
+        if side == "ratio":
+            continue
+        t = r["tok_s"]
+        rows.append(f"| {side} ({_gb(r['kv_reserved_bytes'])} reserved) | {r['alloc_s']:.3f} s | "
+                    f"{_gb(r['kv_resident_built_bytes'])} | {_gb(r['kv_resident_after_bytes'])} | "
+                    f"{t['median']:.1f} ({t['min']:.1f}-{t['max']:.1f}) |")
+    return "\n".join(rows + ["", f"Tokens/s as written over all at the start: "
+                                 f"{body['ratio']:.2f}x; {caption(res, file)}."])

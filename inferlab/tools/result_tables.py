@@ -10,7 +10,8 @@ from typing import Callable
 
 from inferlab.lab import stack_table
 from inferlab.lab.protocol import spread
-from inferlab.tools.result_binder import cells_table, kernels_table, pod_summary, pod_table
+from inferlab.tools.result_binder import (cells_table, kernels_table, kv_pages_table,
+                                          pod_summary, pod_table)
 from inferlab.tools.result_claims import claims_headlines, claims_summary, claims_table
 from inferlab.tools.result_format import (ResultsError, caption, day_time, load_text,  # noqa: F401
                                           machine, short)
@@ -269,6 +270,8 @@ TABLES = {t.name: t for t in (
           "--notebooks all --out docs/results/binder-chapters-amd.json", pod_table),
     Table("binder-cells", "binder-cells-amd.json", "python -m inferlab.bench.binder_cells "
           "--out docs/results/binder-cells-amd.json", cells_table),
+    Table("kv-pages", "kv-pages-amd.json", "python -m inferlab.bench.kv_pages --repeats 5 "
+          "--out docs/results/kv-pages-amd.json", kv_pages_table),
     Table("binder-kernels", "binder-kernels-amd.json", "python -m inferlab.bench.binder_kernels "
           "--repeats 3 --out docs/results/binder-kernels-amd.json", kernels_table),
     Table("claims", "claims.json", CLAIMS_CMD,
