@@ -77,19 +77,21 @@ class ForwardPlan:
 
 
 def kv_zeros(shape, dtype, device) -> torch.Tensor:
-    """A zeroed KV cache tensor. On the CPU its pages are the kernel's zero pages until a block
-    is written (numpy's zeros: calloc, fresh pages from mmap), so an engine holds in memory
-    the blocks it used, not its whole budget (``torch.zeros`` writes every byte: a chapter's
-    512-block engines held 377 MB each from the start, a Binder pod's quarter). The buffer is
-    aligned to 64 bytes, as torch's own allocator aligns."""
+    """A zeroed KV cache tensor. On the CPU it is an anonymous mapping of its own: its pages
+    are the kernel's zero pages until a block is written, so an engine holds in memory the
+    blocks it used, not its whole budget (``torch.zeros`` writes every byte: a chapter's
+    512-block engines held 377 MB each from the start, a Binder pod's quarter), and it asks
+    for no huge pages (numpy's large arrays do: one written block then made 2 MB resident,
+    and blocks scattered over the cache made all of it resident). Page-aligned."""
     if torch.device(device).type != "cpu":
         return torch.zeros(shape, dtype=dtype, device=device)
-    import numpy as np
-    size = torch.tensor([], dtype=dtype).element_size()
-    nbytes = size * int(np.prod(shape))
-    buf = np.zeros(nbytes + 64, dtype=np.uint8)
-    off = (-buf.ctypes.data) % 64
-    raw = torch.from_numpy(buf[off:off + nbytes])
+    import math
+    import mmap
+    nbytes = torch.tensor([], dtype=dtype).element_size() * math.prod(shape)
+    buf = mmap.mmap(-1, max(nbytes, 1))
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        buf.madvise(mmap.MADV_NOHUGEPAGE)
+    raw = torch.frombuffer(buf, dtype=torch.uint8, count=nbytes)   # keeps ``buf`` alive
     return raw.view(dtype).view(shape)
 
 
