@@ -2,7 +2,7 @@
 
     python -m inferlab.bench.kv_pages --repeats 5 --out docs/results/kv-pages-amd.json
 
-``model/runner.kv_zeros`` allocates the KV cache from fresh zero pages (numpy's zeros), so
+``model/runner.kv_zeros`` allocates the KV cache as an anonymous mapping (zero pages), so
 an engine holds the blocks it has written rather than its whole budget; ``torch.zeros``, as
 before, writes every byte at the start. Two engines of SmolLM2 with 512 blocks in one
 process, their cache tensors made anew one way each, A B A B on eight requests of 48 new

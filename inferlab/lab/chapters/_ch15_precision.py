@@ -70,11 +70,13 @@ def _divergence(outs: dict) -> list[dict]:
 
 
 def measure_precision(model: str | None = None, prompts: int = 4, max_tokens: int = 32,
-                      repeats: int = 2, dtypes=DTYPES) -> dict:
+                      repeats: int = 2, dtypes=DTYPES, unpacked: bool = False) -> dict:
     """Both engines on the same prompts (see the module). ``dtypes=("float32", "float32")``
-    removes the effect: the answers then never diverge and the bytes are equal."""
+    removes the effect: the answers then never diverge and the bytes are equal.
+    ``unpacked``: oneDNN on the weights as they are (no packed copy) for both engines."""
     import inferlab as il
-    engines = {name: _kit.engine(model, dtype=dt) for name, dt in zip(DTYPES, dtypes)}
+    kw = {"linear_backend": "onednn"} if unpacked else {}
+    engines = {name: _kit.engine(model, dtype=dt, **kw) for name, dt in zip(DTYPES, dtypes)}
     for eng in engines.values():
         _kit.warm_up(eng)
     chats = _prompts(engines["float32"].tokenizer, prompts)

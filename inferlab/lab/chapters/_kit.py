@@ -46,10 +46,13 @@ def engine(model: str | None = None, **kw):
     Binder) takes SMOKE_BLOCKS, enough for its workloads: the engine's free blocks are handed
     out in turn, as vLLM's are, so a run touches all of them in time, and on a 2 GB Binder pod
     two engines of 512 (377 MB each in fp32) did not fit beside the rest."""
+    import gc
+
     import inferlab as il
 
     from . import smoke
     kw.setdefault("num_blocks", SMOKE_BLOCKS if smoke() else BLOCKS)
+    gc.collect()        # an engine let go holds its KV cache until the collector finds its cycles
     kw.setdefault("seed", 0)
     return il.Engine(model, **kw)
 
