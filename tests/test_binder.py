@@ -81,6 +81,8 @@ def test_binder_pod_runs_the_tour_from_postbuild(tmp_path):
 
     sel = {TOUR: {k: view_selector(k) for k in view_kinds(pathlib.Path(ROOT, "notebooks", TOUR))}}
     base = dict(make_lab_env(), **image)
+    if not fresh:   # the reused packages' JupyterLab extensions (anywidget, plotly, widgets)
+        base["JUPYTER_PATH"] = os.path.join(sys.prefix, "share", "jupyter")
     runs = {"image's numba cache": binder_pod.run([TOUR], python=py, env=base, selectors=sel),
             "empty numba cache": binder_pod.run([TOUR], python=py, env=base, selectors=sel,
                                                 cold=True)}
