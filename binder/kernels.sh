@@ -4,7 +4,7 @@
 # compiled for the host that built the image were useless on the host the pod lands on (a
 # compile before the first view, on the pod's one CPU); compiled for x86-64-v3 they are found
 # on any of them. The price: no AVX-512 in numba's kernels, measured in BENCHMARKS.md
-# ("Binder pod"). On a CPU without the x86-64-v3 features nothing is set (numba compiles for
+# ("Binder as it really runs"). On a CPU without the x86-64-v3 features nothing is set (numba compiles for
 # the CPU it finds, at the first Engine(), with a note). INFERLAB_NATIVE_KERNELS=1: the exact
 # CPU, as everywhere else. (INFERLAB_CPUINFO: another /proc/cpuinfo to read, for the tests.)
 X86_64_V3_FLAGS="avx avx2 bmi1 bmi2 f16c fma abm movbe xsave"
