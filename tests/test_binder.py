@@ -83,6 +83,7 @@ def test_binder_pod_runs_the_tour_from_postbuild(tmp_path):
     base = dict(make_lab_env(), **image)
     if not fresh:   # the reused packages' JupyterLab extensions (anywidget, plotly, widgets)
         base["JUPYTER_PATH"] = os.path.join(sys.prefix, "share", "jupyter")
+        base["JUPYTERLAB_DIR"] = os.path.join(sys.prefix, "share", "jupyter", "lab")
     runs = {"image's numba cache": binder_pod.run([TOUR], python=py, env=base, selectors=sel),
             "empty numba cache": binder_pod.run([TOUR], python=py, env=base, selectors=sel,
                                                 cold=True)}

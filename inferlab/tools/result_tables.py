@@ -270,8 +270,6 @@ TABLES = {t.name: t for t in (
           "--notebooks all --out docs/results/binder-chapters-amd.json", pod_table),
     Table("binder-cells", "binder-cells-amd.json", "python -m inferlab.bench.binder_cells "
           "--out docs/results/binder-cells-amd.json", cells_table),
-    Table("binder-ch15", "binder-ch15-amd.json", "python -m inferlab.bench.binder_pod "
-          "--notebooks 15_memory_and_price --out docs/results/binder-ch15-amd.json", pod_table),
     Table("kv-pages", "kv-pages-amd.json", "python -m inferlab.bench.kv_pages --repeats 5 "
           "--out docs/results/kv-pages-amd.json", kv_pages_table),
     Table("binder-kernels", "binder-kernels-amd.json", "python -m inferlab.bench.binder_kernels "

@@ -74,10 +74,7 @@ def precision(smoke: bool = False, model: str | None = None, dtypes=None) -> dic
     _kit.seed_everything(0)
     kw = dict(prompts=4, max_tokens=24, repeats=2) if smoke else \
         dict(prompts=8, max_tokens=64, repeats=3)
-    # smoke runs (tests, Binder) keep the weights unpacked: a packed bf16 copy beside the fp32
-    # engine took a 2 GB Binder pod past 1.8 GB (BENCHMARKS.md, "Binder as it really runs")
-    return measure_precision(model, dtypes=dtypes or ("float32", "bfloat16"),
-                             unpacked=smoke, **kw)
+    return measure_precision(model, dtypes=dtypes or ("float32", "bfloat16"), **kw)
 
 
 def precision_summary(p: dict) -> str:
