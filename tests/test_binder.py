@@ -82,8 +82,9 @@ def test_binder_pod_runs_the_tour_from_postbuild(tmp_path):
     sel = {TOUR: {k: view_selector(k) for k in view_kinds(pathlib.Path(ROOT, "notebooks", TOUR))}}
     base = dict(make_lab_env(), **image)
     if not fresh:   # the reused packages' JupyterLab extensions (anywidget, plotly, widgets)
-        base["JUPYTER_PATH"] = os.path.join(sys.prefix, "share", "jupyter")
-        base["JUPYTERLAB_DIR"] = os.path.join(sys.prefix, "share", "jupyter", "lab")
+        base["JUPYTER_PATH"] = os.path.join(sys.prefix, "share", "jupyter")    # and their
+        base["JUPYTER_CONFIG_PATH"] = os.path.join(sys.prefix, "etc", "jupyter")  # servers'
+        # (jupyter-lsp's: without its config the lab's /lsp/status answered 404)
     runs = {"image's numba cache": binder_pod.run([TOUR], python=py, env=base, selectors=sel),
             "empty numba cache": binder_pod.run([TOUR], python=py, env=base, selectors=sel,
                                                 cold=True)}

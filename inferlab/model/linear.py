@@ -137,6 +137,10 @@ class Linear:
         hit = self._packed.get(id(w))
         return hit[1] if hit is not None else None
 
+    def packed_copies(self) -> list:
+        """The packed copies this backend multiplies with (not the rest of a shared store)."""
+        return [p for _, p in self._packed.values()]
+
     def __call__(self, x: torch.Tensor, w: torch.Tensor, bias=None) -> torch.Tensor:
         """``F.linear(x, w, bias)`` in ``x``'s dtype (which is ``w``'s)."""
         if self.backend == "torch":

@@ -60,9 +60,16 @@ def browser_page(playwright, errors: list, width: int = 1280, height: int = 900,
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     page = browser.new_page(viewport={"width": width, "height": height},
                             device_scale_factor=scale)
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("console", lambda m: errors.append(_said(m)) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     return browser, page
+
+
+def _said(message) -> str:
+    """A console error's text, with the address it came from (a failed resource names none
+    in its text)."""
+    url = (message.location or {}).get("url")
+    return f"{message.text} [{url}]" if url else message.text
 
 
 def make_lab_env() -> dict:

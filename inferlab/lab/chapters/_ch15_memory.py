@@ -48,9 +48,11 @@ def _reset_high_water() -> bool:
         return False
 
 
-def weight_bytes(weights) -> tuple[int, int]:
+def weight_bytes(weights, linear=None) -> tuple[int, int]:
     """(bytes of the weight tensors, bytes of the copies packed for a linear backend),
-    each storage counted once (a tied LM head is the embedding)."""
+    each storage counted once (a tied LM head is the embedding). With ``linear`` (an engine's
+    ``model.linear``) only the copies that backend uses: the store is shared by every engine
+    on the same weights, and may hold another backend's copies."""
     seen, plain = set(), 0
     tensors = [weights.embed, weights.norm, weights.lm_head, weights.inv_freq]
     for layer in weights.layers:
@@ -61,7 +63,7 @@ def weight_bytes(weights) -> tuple[int, int]:
             seen.add(t.untyped_storage().data_ptr())
             plain += t.untyped_storage().nbytes()
     packed = 0
-    for v in weights.packed.values():
+    for v in (weights.packed.values() if linear is None else linear.packed_copies()):
         for t in (v if isinstance(v, (list, tuple)) else [v]):
             packed += _nbytes(t)
     return plain, packed
@@ -89,7 +91,7 @@ def worker(args: dict) -> dict:
     base = _rss()
     eng = il.Engine(args["model"], num_blocks=args["num_blocks"], seed=0,
                     max_num_seqs=args["requests"])
-    plain, packed = weight_bytes(eng.loaded.weights)
+    plain, packed = weight_bytes(eng.loaded.weights, eng.runner.model.linear)
     # the whole KV budget resident, as a serving engine reserves it on a GPU: on a CPU the
     # engine's KV pages become resident only as blocks are written (model/runner.kv_zeros)
     eng.runner.k_cache.zero_()

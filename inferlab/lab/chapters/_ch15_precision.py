@@ -24,7 +24,7 @@ TOP = 5
 
 def _weight_bytes(eng) -> int:
     from ._ch15_memory import weight_bytes
-    return sum(weight_bytes(eng.loaded.weights))      # the tensors and any packed copies
+    return sum(weight_bytes(eng.loaded.weights, eng.runner.model.linear))  # + its packed copies
 
 
 def _prompts(tokenizer, n: int) -> list:

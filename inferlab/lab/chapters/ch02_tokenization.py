@@ -72,30 +72,32 @@ def measure(smoke: bool = False, deterministic: bool = False, texts: dict | None
     kv_here = kv_bytes_per_token(model_shape("smollm2-135m"), 4)
     kv_8b = kv_bytes_per_token(model_shape("llama-3-8b"), 2)
     sim = _kit.engine(None, enable_prefix_caching=False, **_kit.SIM)
-    wall = None
-    if not deterministic:
-        wall = _kit.engine(None, enable_prefix_caching=False)
-        _kit.warm_up(wall)
-    rows = []
+    one = il.SamplingParams(max_tokens=1, ignore_eos=True)
+    rows, docs = [], []
     for lang in langs:
         text = texts[lang]
-        doc = " ".join([text] * repeat)
-        ids = tok.encode(doc, add_special_tokens=False)
-        one = il.SamplingParams(max_tokens=1, ignore_eos=True)
+        ids = tok.encode(" ".join([text] * repeat), add_special_tokens=False)
+        docs.append(ids)
         row = {"language": lang, "chars": len(text), "tokens": count(tok, text),
                "doc_tokens": len(ids),
                "prefill_sim": sim.generate([ids], one, use_tqdm=False)[0].metrics.ttft,
                "kv_bytes_here": len(ids) * kv_here, "kv_bytes_8b": len(ids) * kv_8b}
         row["tokens_per_char"] = row["tokens"] / row["chars"]
-        if wall is not None:
-            row["prefill_wall"] = wall.generate([ids], one, use_tqdm=False)[0].metrics.ttft
         rows.append(row)
+    names = {"model": sim.model_name, "model_wall": None}
+    del sim     # one engine's KV cache at a time (a 2 GB Binder pod)
+    if not deterministic:
+        wall = _kit.engine(None, enable_prefix_caching=False)
+        _kit.warm_up(wall)
+        for row, ids in zip(rows, docs):
+            row["prefill_wall"] = wall.generate([ids], one, use_tqdm=False)[0].metrics.ttft
+        names["model_wall"] = wall.model_name
+        del wall
     base = next(r for r in rows if r["language"] == "English")
     for r in rows:
         r["vs_english"] = r["tokens"] / base["tokens"]
     both = {**{lang: texts[lang] for lang in langs}, **EXTRA_TEXTS}
-    return {"rows": rows, "repeat": repeat, "clock_sim": _kit.SIM_LABEL,
-            "model": sim.model_name, "model_wall": None if wall is None else wall.model_name,
+    return {"rows": rows, "repeat": repeat, "clock_sim": _kit.SIM_LABEL, **names,
             "tokenizers": measure_tokenizers(both, repeat, tokenizers)}
 
 
