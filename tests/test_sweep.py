@@ -12,6 +12,7 @@ from inferlab.lab.sweep import Sweep
 from inferlab.lab.sweep_grid import grid_points
 from inferlab.lab.sweep_result import SweepResult, pareto, peak_in_flight
 from inferlab.observe.trace import Trace
+from inferlab.sim import request_log
 
 METRIC_KEYS = {"output_tok_s", "output_tok_s_per_user", "ttft_p50_ms", "ttft_p99_ms",
                "itl_p50_ms", "itl_p99_ms", "spread"}
@@ -185,11 +186,10 @@ def test_bench_sweep_command_writes_the_result_file(tmp_path, capsys):
 
 
 def test_a_request_log_is_a_workload(tmp_path):
-    rl = pytest.importorskip("inferlab.sim.request_log")
     from inferlab.lab.sweep_grid import resolve_workload
     from inferlab.model.loader import load_model
     tok = load_model("tiny").tokenizer
-    wl = resolve_workload(rl.example_path(), tok, num_requests=1, max_tokens=8, rate=0, seed=0)
+    wl = resolve_workload(request_log.example_path(), tok, num_requests=1, max_tokens=8, rate=0, seed=0)
     assert len(wl) > 0 and max(r.max_tokens for r in wl.requests) <= 8
 
 
