@@ -76,11 +76,13 @@ def spread_figure(spread: dict, here: dict | None = None):
         text=[f"{r['ratio']}x longer" if r["ratio"] > 1 else "all equal" for r in rows],
         textposition="middle right", marker=dict(size=10, color=palette.SERIES["main"])))
     if here:
-        fig.add_trace(go.Scatter(
-            x=[here["ideal"], here["ideal"]], y=[here["steps"], here["wall"]], mode="markers",
-            name="this chapter's chat answers: steps, wall clock",
-            marker=dict(size=12, symbol=["circle-open", "diamond"], color=palette.INK,
-                        line=dict(width=2, color=palette.INK))))
+        for y, symbol, what in ((here["steps"], "circle-open", "in steps"),
+                                (here["wall"], "diamond", "on the wall clock")):
+            fig.add_trace(go.Scatter(            # one trace each: its legend shows its marker
+                x=[here["ideal"]], y=[y], mode="markers",
+                name=f"this chapter's chat answers, {what}",
+                marker=dict(size=12, symbol=symbol, color=palette.INK,
+                            line=dict(width=2, color=palette.INK))))
         fig.add_annotation(x=here["ideal"], y=here["wall"], ax=-30, ay=-150, showarrow=True,
                            arrowcolor=palette.INK, xanchor="left", yanchor="bottom",
                            align="left", text=f"this chapter's chat answers:<br>"
