@@ -107,10 +107,8 @@ def main(argv=None) -> int:
               f"  peak {r['peak_bytes'] / 1e9:.2f} GB  | {r['first_line']}")
     for name, b in res["largest_mappings"]:
         print(f"  {b / 1e6:8.1f} MB  {name}")
-    if a.out:
-        from inferlab.bench.common import write_result
-        print("wrote", write_result(a.out, "python -m inferlab.bench.binder_cells "
-                                    + " ".join(argv if argv is not None else sys.argv[1:]), res))
+    from inferlab.bench.common import save_result
+    save_result("inferlab.bench.binder_cells", argv, res, a.out)
     return 0
 
 

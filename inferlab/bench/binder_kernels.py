@@ -76,10 +76,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     res = run(a.repeats)
     print(json.dumps(res, indent=1))
-    if a.out:
-        from inferlab.bench.common import write_result
-        print("wrote", write_result(a.out, "python -m inferlab.bench.binder_kernels "
-                                    + " ".join(argv if argv is not None else sys.argv[1:]), res))
+    from inferlab.bench.common import save_result
+    save_result("inferlab.bench.binder_kernels", argv, res, a.out)
     return 0
 
 

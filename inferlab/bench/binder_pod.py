@@ -183,10 +183,8 @@ def main(argv=None) -> int:
     names = [n if n.endswith(".ipynb") else n + ".ipynb" for n in names]
     kw = dict(python=a.python, memory=a.memory, cpus=a.cpus)
     res = (scenarios(names, **kw) if a.scenarios else run(names, cold=a.cold, **kw))
-    if a.out:
-        from inferlab.bench.common import write_result
-        print("wrote", write_result(a.out, "python -m inferlab.bench.binder_pod "
-                                    + " ".join(argv if argv is not None else sys.argv[1:]), res))
+    from inferlab.bench.common import save_result
+    save_result("inferlab.bench.binder_pod", argv, res, a.out)
     return 0
 
 

@@ -24,6 +24,13 @@ from inferlab.lab.protocol import cpu_name, result_meta, write_result  # noqa: F
 START_TIMEOUT_S = 300.0
 
 
+def save_result(prog: str, argv, res: dict, out: str | None) -> None:
+    """A bench module's ``--out``: the result file, with the command line that made it."""
+    if out:
+        args = argv if argv is not None else sys.argv[1:]
+        print("wrote", write_result(out, f"python -m {prog} " + " ".join(args), res))
+
+
 @contextlib.contextmanager
 def busy_neighbour(on: bool):
     """One process spinning on one core for the duration (nothing when ``on`` is false): what

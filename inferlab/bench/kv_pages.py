@@ -80,10 +80,8 @@ def main(argv=None) -> int:
     res = run(a.repeats)
     import json
     print(json.dumps(res, indent=1))
-    if a.out:
-        from inferlab.bench.common import write_result
-        print("wrote", write_result(a.out, "python -m inferlab.bench.kv_pages "
-                                    + " ".join(argv if argv is not None else sys.argv[1:]), res))
+    from inferlab.bench.common import save_result
+    save_result("inferlab.bench.kv_pages", argv, res, a.out)
     return 0
 
 
