@@ -198,12 +198,13 @@ def group_cpu_seconds(pgid: int) -> float:
 # ---- the two servers --------------------------------------------------------------------
 
 def inferlab_server(model_name: str, port: int, log_path: str, max_num_seqs: int,
-                    max_model_len: int) -> ServerProcess:
-    """``inferlab serve`` (wall clock: the server has no simulated one) by the lab's Python."""
+                    max_model_len: int, extra=()) -> ServerProcess:
+    """``inferlab serve`` (wall clock: the server has no simulated one) by the lab's Python;
+    ``extra``: more of its flags, after (and so replacing) these."""
     argv = [sys.executable, "-m", "inferlab.cli", "serve", "--host", "127.0.0.1",
             "--port", str(port), "--served-model-name", model_name,
             "--max-num-seqs", str(max_num_seqs), "--max-model-len", str(max_model_len),
-            "--log-level", "warning"]
+            "--log-level", "warning", *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
     env.pop("INFERLAB_API_KEY", None)
@@ -235,14 +236,15 @@ def vllm_cli(stub_dir: str) -> tuple[str, dict, str]:
 
 
 def vllm_server(model_dir: str, model_name: str, port: int, log_path: str, stub_dir: str,
-                max_num_seqs: int, max_model_len: int) -> ServerProcess:
+                max_num_seqs: int, max_model_len: int, extra=()) -> ServerProcess:
     """``vllm serve`` on every CPU of ours (VLLM_CPU_OMP_THREADS_BIND; by default it binds one
     and keeps one for its scheduler), a 1 GB KV cache, eager mode (the recipe's; no
-    compilation at start), its other settings at their defaults."""
+    compilation at start), its other settings at their defaults; ``extra``: more of its
+    flags, after (and so replacing) these."""
     script, env, _ = vllm_cli(stub_dir)
     env.update(VLLM_CPU_OMP_THREADS_BIND=cpu_list(), VLLM_CPU_KVCACHE_SPACE="1")
     argv = [script, "serve", model_dir, "--served-model-name", model_name,
             "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
             "--enforce-eager", "--seed", "0", "--max-num-seqs", str(max_num_seqs),
-            "--max-model-len", str(max_model_len), "--disable-uvicorn-access-log"]
+            "--max-model-len", str(max_model_len), "--disable-uvicorn-access-log", *extra]
     return ServerProcess("vLLM", argv, env, port, log_path)

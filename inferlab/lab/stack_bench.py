@@ -86,11 +86,14 @@ def rate_key(rate: float) -> str:
 
 
 def client_command(cli: str, url: str, tokenizer: str, rate: float, seed: int, num_prompts: int,
-                   input_len: int, output_len: int, result_dir: str, filename: str) -> list[str]:
+                   input_len: int, output_len: int, result_dir: str, filename: str,
+                   dataset=None) -> list[str]:
+    """``dataset``: the client's dataset flags in place of the random one's."""
+    data = dataset or ["--dataset-name", "random", "--random-input-len", str(input_len),
+                       "--random-output-len", str(output_len)]
     return [cli, "bench", "serve", "--backend", "openai", "--base-url", url,
             "--endpoint", "/v1/completions", "--model", MODEL_NAME, "--tokenizer", tokenizer,
-            "--dataset-name", "random", "--random-input-len", str(input_len),
-            "--random-output-len", str(output_len), "--num-prompts", str(num_prompts),
+            *data, "--num-prompts", str(num_prompts),
             "--request-rate", rate_key(rate), "--burstiness", "1.0", "--seed", str(seed),
             "--ignore-eos", "--temperature", "0", "--percentile-metrics", "ttft,tpot,itl,e2el",
             "--metric-percentiles", "50,99", "--save-result", "--save-detailed",

@@ -50,11 +50,17 @@ def peak_in_flight(outputs) -> int:
     """The most finished requests in flight at once (arrived, not yet finished): vLLM's
     ``max_concurrent_requests``, exact rather than in one-second buckets. A request that
     finishes at the instant another arrives does not overlap it."""
+    return peak_overlap([(o.metrics.arrival_time, o.metrics.finish_time) for o in outputs
+                         if o.finished and o.metrics.finish_time is not None])
+
+
+def peak_overlap(spans) -> int:
+    """The most (start, end) spans open at once; one ending at the instant another starts
+    does not overlap it. The lab's runs (``peak_in_flight``) and vLLM's client's (its
+    requests' send times and latencies, ``inferlab.lab.sweep_vllm``) count users by it."""
     events = []
-    for o in outputs:
-        m = o.metrics
-        if o.finished and m.finish_time is not None:
-            events += [(m.arrival_time, 1), (m.finish_time, -1)]
+    for start, end in spans:
+        events += [(start, 1), (end, -1)]
     peak = cur = 0
     for _, d in sorted(events):              # at one instant, a finish (-1) before an arrival
         cur += d

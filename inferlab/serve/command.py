@@ -1,6 +1,7 @@
 """``inferlab serve``: the engine behind the OpenAI API, in the foreground (Ctrl-C stops)."""
 from __future__ import annotations
 
+import argparse
 import os
 import pathlib
 
@@ -21,6 +22,17 @@ def add_arguments(p) -> None:
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--num-blocks", type=int, default=None)
+    p.add_argument("--max-num-batched-tokens", type=int, default=None,
+                   help="tokens one engine step may schedule (vLLM's flag of that name)")
+    p.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction,
+                   default=None, help="split long prompts over steps (default on)")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
+                   default=None, help="reuse KV blocks of a prompt prefix seen before "
+                   "(default on)")
+    p.add_argument("--long-prefill-token-threshold", type=int, default=None,
+                   help="prompt tokens per request per step (0 = off, the default)")
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="weights, KV cache and activations (default: the engine's)")
     p.add_argument("--max-pending", type=int, default=1024,
                    help="requests held at once, running or waiting; more get a 503")
     p.add_argument("--log-level", default="info")
@@ -40,7 +52,12 @@ def run(args) -> int:
         last_arrival(pathlib.Path(args.record_requests))   # a bad log path: before it too
     kw = {k: v for k, v in (("max_num_seqs", args.max_num_seqs),
                             ("max_model_len", args.max_model_len),
-                            ("num_blocks", args.num_blocks)) if v is not None}
+                            ("num_blocks", args.num_blocks),
+                            ("max_num_batched_tokens", args.max_num_batched_tokens),
+                            ("enable_chunked_prefill", args.enable_chunked_prefill),
+                            ("enable_prefix_caching", args.enable_prefix_caching),
+                            ("long_prefill_token_threshold", args.long_prefill_token_threshold),
+                            ("dtype", args.dtype)) if v is not None}
     eng = Engine(args.model, block_size=args.block_size, **kw)
     srv = Server(eng, host=args.host, port=args.port, api_key=args.api_key,
                  model_name=args.served_model_name, max_pending=args.max_pending,
