@@ -152,13 +152,17 @@ class Lab(SavedDisplay, w.VBox):
     def start(self) -> threading.Thread | None:
         if self.running:
             return None
+        return self._begin(self._run, (), "inferlab-lab-run")
+
+    def _begin(self, target, args, name: str) -> threading.Thread:
+        """Start a run or a sweep in the background: a fresh stop flag, Run off, Stop on."""
         self._stop.clear()
         self._interrupted = False
         self.engine = self.trace = None
         _RUNNING.add(self)
         _stop_on_kernel_interrupt()
         self.run_button.disabled, self.stop_button.disabled = True, False
-        self.thread = threading.Thread(target=self._run, daemon=True, name="inferlab-lab-run")
+        self.thread = threading.Thread(target=target, args=args, daemon=True, name=name)
         self.thread.start()
         return self.thread
 
@@ -253,16 +257,7 @@ class Lab(SavedDisplay, w.VBox):
         cfg = self.config()
         sw = Sweep(grid, workload=workload, model=self.model, repeats=repeats,
                    clock=cfg.pop("clock"), out_dir=out_dir, base=cfg, load_lock=_LOADING, **kw)
-        self._stop.clear()
-        self._interrupted = False
-        self.engine = self.trace = None
-        _RUNNING.add(self)
-        _stop_on_kernel_interrupt()
-        self.run_button.disabled, self.stop_button.disabled = True, False
-        self.thread = threading.Thread(target=self._sweep, args=(sw,), daemon=True,
-                                       name="inferlab-lab-sweep")
-        self.thread.start()
-        return self.thread
+        return self._begin(self._sweep, (sw,), "inferlab-lab-sweep")
 
     def _sweep_clicked(self) -> None:
         """The Sweep button: the grid box's JSON (knob -> list of values), or its error."""

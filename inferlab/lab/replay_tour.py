@@ -265,13 +265,6 @@ class ReplayLab(Lab):
         self.trace = call["trace"]
         for v in self.views:
             v.load_trace(self.trace)
-        run = self.runs.add(call["row"])
-        self._traces[run] = self.trace              # what Compare replays
-        self.runs_view.value = self.runs.html()
-        runs = [r["run"] for r in self.runs.rows]
-        self.compare_a.options, self.compare_b.options = runs, runs
-        if len(runs) >= 2:
-            self.compare_a.value, self.compare_b.value = runs[-2], runs[-1]
-        self.compare_button.disabled = len(runs) < 2
+        run = self._add_row(call["row"], self.trace)    # its trace: what Compare replays
         self.status.value = (f"replayed run {run}, recorded on {replay.where(rec)}: "
                              + call["status"])
