@@ -108,6 +108,16 @@ def _bench(args) -> int:
         if not args.params:
             from inferlab.errors import InvalidInputError
             raise InvalidInputError("bench sweep needs PARAMS.json (vLLM's --serve-params shape)")
+        if args.vllm:
+            import signal
+
+            from inferlab.bench.sweep_vllm import main as sweep_vllm
+            signal.signal(signal.SIGTERM, signal.default_int_handler)    # TERM stops the servers
+            sweep_vllm(args.params, workload=args.workload, requests=args.requests,
+                       repeats=args.repeats, rate=(args.rates or [4.0])[0],
+                       output_len=args.output_len, min_per_user=args.min_per_user,
+                       out=args.out, argv=args.argv)
+            return 0
         bench_sweep(args.params, workload=args.workload, requests=args.requests,
                     repeats=args.repeats, out=args.out, model=args.model, clock=args.clock,
                     argv=args.argv)
@@ -215,6 +225,16 @@ def main(argv=None) -> int:
                    help="sweep: chat (the bundled requests), synthetic, or a request log file")
     b.add_argument("--clock", default="wall",
                    help="sweep: wall, or a GPU (H100 ...) to price the steps (a projection)")
+    b.add_argument("--vllm", action="store_true",
+                   help="sweep: serve every point by `inferlab serve` and by `vllm serve` (in "
+                   "place of the in-process run), both measured by `vllm bench serve` on the "
+                   "same traffic (A B A B), and say whether the lab's best "
+                   "setting carries over to vLLM; --rates: its one Poisson rate (default 4); "
+                   "--output-len: the answers' cap (default 64); writes the result file and "
+                   "the figure of both frontiers beside it")
+    b.add_argument("--min-per-user", type=float, default=None,
+                   help="sweep --vllm: the objective, the most output tokens/s in total with "
+                   "at least this many output tokens/s per user (default: no floor)")
     b.add_argument("--repeats", type=int, default=3, help="(serve: default 3, --smoke 1)")
     b.add_argument("--requests", type=int, default=None,
                    help="number of requests (default: engine 32, batching 256, soak 2000; "
