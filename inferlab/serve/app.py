@@ -1,4 +1,4 @@
-"""The FastAPI routes: /v1/completions, /v1/chat/completions, /v1/models, /health.
+"""The FastAPI routes: /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics.
 
 Each handler reads its body (at most ``max_body_bytes``: 413 beyond), validates it
 (protocol.py), hands the engine inputs to the driver and waits on its asyncio queue, so a
@@ -14,7 +14,7 @@ import hmac
 import time
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from .driver import EngineDriver, Job
@@ -26,8 +26,10 @@ MAX_BODY_BYTES = 1 << 20             # 1 MiB: a long prompt is ~100 KiB
 
 
 def create_app(driver: EngineDriver, model_name: str, *, api_key: str | None = None,
-               max_body_bytes: int = MAX_BODY_BYTES, recorder=None) -> FastAPI:
-    """``recorder``: a ``record.RequestRecorder`` that logs each accepted request, or None."""
+               max_body_bytes: int = MAX_BODY_BYTES, recorder=None, metrics=None) -> FastAPI:
+    """``recorder``: a ``record.RequestRecorder`` that logs each accepted request, or None.
+    ``metrics``: a ``metrics.ServerMetrics`` served at GET /metrics (no API key: as vLLM's,
+    for a Prometheus scraper; counts and timings only, no prompt or answer text), or None."""
     app = FastAPI(title="inferlab", docs_url=None, redoc_url=None, openapi_url=None)
     eng = driver.engine
     created = int(time.time())
@@ -80,6 +82,11 @@ def create_app(driver: EngineDriver, model_name: str, *, api_key: str | None = N
         if not driver.alive:
             raise APIError(503, "the engine thread has stopped", "server_error")
         return {"status": "ok"}
+
+    if metrics is not None:
+        @app.get("/metrics", include_in_schema=False)
+        def prometheus():                    # a plain def: it runs in FastAPI's thread pool
+            return Response(metrics.render(), media_type=metrics.content_type)
 
     @app.exception_handler(APIError)
     async def api_error(request, exc: APIError):

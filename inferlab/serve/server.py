@@ -72,6 +72,7 @@ class Server:
             import uvicorn
 
             from .app import MAX_BODY_BYTES, create_app
+            from .metrics import ServerMetrics
         except ImportError as e:
             raise ImportError(f"inferlab serve needs fastapi and uvicorn ({e}); "
                               "pip install fastapi uvicorn") from None
@@ -81,9 +82,11 @@ class Server:
         self.driver = EngineDriver(engine, max_pending=max_pending)
         # --record-requests: each accepted request appended to a request log (record.py)
         self.recorder = None if record_requests is None else RequestRecorder(record_requests)
+        # GET /metrics: vLLM's Prometheus names, fed by the engine's step records (metrics.py)
+        self.metrics = ServerMetrics(engine, self.model_name)
         self.app = create_app(self.driver, self.model_name, api_key=api_key,
                               max_body_bytes=max_body_bytes or MAX_BODY_BYTES,
-                              recorder=self.recorder)
+                              recorder=self.recorder, metrics=self.metrics)
         try:
             self._sock = _bind(host, port)
         except InvalidInputError:
@@ -132,6 +135,7 @@ class Server:
         return self
 
     def _start_recording(self) -> None:
+        self.metrics.attach()                # before the engine thread's first step
         if self.recorder is not None:
             self.recorder.start()            # arrival_s counts from here
 
@@ -163,6 +167,7 @@ class Server:
         if self.recorder is not None:
             self.recorder.close()
         if not self.driver.alive:
+            self.metrics.detach()
             with _SERVED_LOCK:
                 _SERVED.discard(self.engine)
 
