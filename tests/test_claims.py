@@ -241,7 +241,7 @@ def test_every_chapter_with_an_engine_measures_on_smollm2_in_smoke_runs_too(resu
 
 
 # the measured claims whose falsification tests/test_claims_falsifiable.py runs (14-stacks:
-# tests/test_claims_stacks.py; chapter 15's: tests/test_claims_ch15.py): with the effect in place (the smoke run above) each holds,
+# tests/test_claims_stacks.py; 14-sweep: tests/test_claims_sweep.py; chapter 15's: tests/test_claims_ch15.py): with the effect in place (the smoke run above) each holds,
 # fully or smaller
 # At smoke size this claim's effect on the wall clock is within the noise line
 # (verdicts.WALL_NOISE): continuous batching answered 1.14x sooner (median E2E) with 12
@@ -256,7 +256,7 @@ FALSIFIED = ("01-stateless", "01-later-turns", "02-languages", "02-tokenizers",
              "04-paged-throughput", "05-throughput", "05-response-time",
              "06-chunked-prefill", "06-first-token-feel", "07-prefix-reuse",
              "08-input-check", "09-kernel", "09-memory-bound", "13-sampling", "13-near-prompts",
-             "13-decode-length", "13-kv-tradeoff", "14-stacks", "15-token-price",
+             "13-decode-length", "13-kv-tradeoff", "14-stacks", "14-sweep", "15-token-price",
              "15-memory")
 
 
