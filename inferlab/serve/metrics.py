@@ -21,7 +21,8 @@ import threading
 from dataclasses import dataclass, field
 
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge,
-                               Histogram, generate_latest)
+                               GCCollector, Histogram, PlatformCollector, ProcessCollector,
+                               generate_latest)
 
 from ..core.outputs import RequestMetrics
 
@@ -73,6 +74,8 @@ class ServerMetrics:
     def __init__(self, engine, model_name: str, engine_index: int = 0):
         self.engine = engine
         self.registry = CollectorRegistry(auto_describe=True)
+        for collector in (ProcessCollector, PlatformCollector, GCCollector):
+            collector(registry=self.registry)   # process_*, python_*: as vLLM's registry has
         self._lock = threading.Lock()
         self._live: dict[str, _Live] = {}
         self._held_since: dict[int, float] = {}     # block id -> when requests took it
