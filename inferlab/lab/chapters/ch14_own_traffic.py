@@ -287,7 +287,8 @@ def claims_as_recorded(rec: dict) -> dict:
         return claims
     meta = {k: rec.get(k) for k in ("command", "date", "cpu", "cores", "load")}
     return {"source": "recorded", "recorded": meta, "result": claims["result"],
-            "path": f"docs/results/chapters/{rec['chapter']}.json.gz"}
+            "path": f"docs/results/chapters/{rec['chapter']}.json.gz",
+            "sweep": claims.get("sweep")}
 
 
 def measure_for_claims(smoke: bool, sweep: dict | None = None) -> dict:
