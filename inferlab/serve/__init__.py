@@ -10,6 +10,7 @@ or ``inferlab serve`` from a shell. Modules: ``protocol`` (request bodies), ``er
 (OpenAI-style error bodies), ``responses`` (bodies, SSE chunks, usage), ``driver`` (the one
 thread that steps the engine), ``app`` (the routes), ``server`` (start / stop, safe
 defaults), ``record`` (``record_requests=PATH``: accepted requests as a request log),
+``metrics`` (GET /metrics: vLLM's Prometheus names, from the engine's step records),
 ``command`` (the CLI). Importing this package does not import FastAPI or
 pydantic; starting a server does.
 """
