@@ -15,6 +15,7 @@ from inferlab.tools.result_binder import (cells_table, kernels_table, kv_pages_t
 from inferlab.tools.result_claims import claims_headlines, claims_summary, claims_table
 from inferlab.tools.result_format import (ResultsError, caption, day_time, load_text,  # noqa: F401
                                           machine, short)
+from inferlab.tools.result_sweep_vllm import sweep_vllm_summary, sweep_vllm_table
 
 
 # ---- the renderers -------------------------------------------------------------------------
@@ -251,6 +252,8 @@ COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
 BINDER_POD = ("binder-pod-amd.json",
               "python -m inferlab.bench.binder_pod --scenarios --out docs/results/binder-pod-amd.json")
+SWEEP_VLLM_CMD = ("inferlab bench sweep docs/sweep-vllm-grid.json --vllm --min-per-user 4 "
+                  "--repeats 2 --rates 4 --output-len 64 --out docs/results/sweep-vllm-amd.json")
 TABLES = {t.name: t for t in (
     Table("coldstart", *COLDSTART, coldstart_table),
     Table("coldstart-summary", *COLDSTART, coldstart_summary, inline=True),
@@ -274,6 +277,9 @@ TABLES = {t.name: t for t in (
           "--out docs/results/kv-pages-amd.json", kv_pages_table),
     Table("binder-kernels", "binder-kernels-amd.json", "python -m inferlab.bench.binder_kernels "
           "--repeats 3 --out docs/results/binder-kernels-amd.json", kernels_table),
+    *(Table(name, "sweep-vllm-amd.json", SWEEP_VLLM_CMD, fn, inline=inline)
+      for name, fn, inline in (("sweep-vllm", sweep_vllm_table, False),
+                               ("sweep-vllm-summary", sweep_vllm_summary, True))),
     Table("claims", "claims.json", CLAIMS_CMD,
           claims_table),
     Table("claims-summary", "claims.json", CLAIMS_CMD,
