@@ -156,9 +156,9 @@ def spec(cells, *, block_size: int, layout: str = "paged", table: dict | None = 
           line=dict(width=2, color=fg), showlegend=False)
     _labels(data, shown, pos, bs, fg)
     hidden = n - rows * cols
-    if hidden > 0:
+    if hidden > 0:      # under the map, right: over it, it met the title in a narrow column
         notes.append(dict(text=f"blocks {rows * cols}-{n - 1}: free, not drawn", xref="paper",
-                          yref="paper", x=1, y=map_dom[1], xanchor="right", yanchor="bottom",
+                          yref="paper", x=1, y=map_dom[0], xanchor="right", yanchor="top",
                           showarrow=False, font=dict(size=12, color=fg)))
     axes = {"xaxis": dict(range=[-0.1, cols], showgrid=False, zeroline=False,
                           showticklabels=False, ticks="", showline=False, domain=[0.0, 1.0],

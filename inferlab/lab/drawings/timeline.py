@@ -44,8 +44,9 @@ def ink(dark: bool) -> str:
 
 
 def time_axis(fig: Spec, unit: str, span: float, **where) -> None:
-    """Round ticks in ``unit``, from 0 to a little past ``span`` (already in ``unit``)."""
-    fig.xaxes(range=[0, max(span, 1e-9) * 1.02], exponentformat="none",
+    """Round ticks in ``unit``, from 0 to a little past ``span`` (already in ``unit``); no
+    steps yet (span 0): 0 to 1, not ticks of a billionth."""
+    fig.xaxes(range=[0, (span if span > 0 else 1.0) * 1.02], exponentformat="none",
               separatethousands=False, rangemode="nonnegative", **where)
 
 
