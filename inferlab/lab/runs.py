@@ -180,7 +180,10 @@ class RunsTable:
             return "<i>no runs yet: press Run; each run adds a row here</i>"
         titles = dict((k, t) for k, t, _ in NUMBERS)
         cols = self.columns()
-        head = "".join(f"<th>{html.escape(titles.get(c, c))}</th>" for c in cols)
+        # a knob's name may break after its underscores (max_num_batched_tokens ran into the
+        # next column's header)
+        head = "".join("<th>" + html.escape(titles.get(c, c)).replace("_", "_<wbr>") + "</th>"
+                       for c in cols)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(c, r.get(c)))}</td>"
                                         for c in cols) + "</tr>" for r in self.rows)
         return (f'{STYLE}<table class="il-runs"><thead><tr>{head}</tr></thead>'
