@@ -6,7 +6,7 @@ tokens/s in total with at least N per user; without it, the most in total), the 
 point, vLLM's best point, and vLLM's numbers at the lab's best: what it loses there against
 its own best (``inferlab.lab.carry_over``).
 
-    inferlab bench sweep grid.json --vllm --min-per-user 4 --repeats 2 --rates 4 \\
+    inferlab bench sweep docs/sweep-vllm-grid.json --vllm --min-per-user 2 --repeats 2 --rates 1 \\
         --output-len 64 --out docs/results/sweep-vllm-amd.json
 
 Writes the result file (both engines' rows, the objective, the answers, the runs, command,
@@ -61,8 +61,9 @@ def write_figure(res: dict, out: str) -> list[str]:
     r = res["results"]
     fig = frontier_pair.figure(r["engines"], r["carry_over"])
     src = f"{os.path.basename(out)}: {res['command']}"
-    return [figures.save(fig, p, profile="article", source=src, cores=res.get("cores"))
-            for p in figure_paths(out)]
+    extra = [res["warning"]] if res.get("warning") else []      # the caption says it too
+    return [figures.save(fig, p, profile="article", source=src, cores=res.get("cores"),
+                         extra=extra) for p in figure_paths(out)]
 
 
 def main(params: str, *, workload: str | None = "chat", requests: int | None = None,
