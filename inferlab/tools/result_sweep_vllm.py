@@ -74,4 +74,5 @@ def sweep_vllm_summary(res: dict, file: str) -> str:
                 f"{vl['point']} ({_knobs(vl)}); vLLM with the lab's best: "
                 + ("not measured" if c["loss_pct"] is None else
                    f"{c['loss_pct']:.1f}% fewer tok/s than its own"))
-    return f"{head} ({c['objective']}; {short(res)}; {file})"
+    busy = "; a busy machine: not trustworthy" if res.get("warning") else ""
+    return f"{head} ({c['objective']}{busy}; {short(res)}; {file})"

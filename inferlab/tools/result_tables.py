@@ -252,8 +252,8 @@ COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
 BINDER_POD = ("binder-pod-amd.json",
               "python -m inferlab.bench.binder_pod --scenarios --out docs/results/binder-pod-amd.json")
-SWEEP_VLLM_CMD = ("inferlab bench sweep docs/sweep-vllm-grid.json --vllm --min-per-user 4 "
-                  "--repeats 2 --rates 4 --output-len 64 --out docs/results/sweep-vllm-amd.json")
+SWEEP_VLLM_CMD = ("inferlab bench sweep docs/sweep-vllm-grid.json --vllm --min-per-user 2 "
+                  "--repeats 2 --rates 1 --output-len 64 --out docs/results/sweep-vllm-amd.json")
 TABLES = {t.name: t for t in (
     Table("coldstart", *COLDSTART, coldstart_table),
     Table("coldstart-summary", *COLDSTART, coldstart_summary, inline=True),
