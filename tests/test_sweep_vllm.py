@@ -190,7 +190,7 @@ def test_a_two_point_grid_on_both_servers(tmp_path):
             "--repeats", "2", "--rates", "8", "--min-per-user", "0", "--out", str(out)]
     assert main(argv) == 0
     res = json.loads(out.read_text())
-    assert res["format"] == "inferlab-sweep-vllm" and res["command"].endswith("--out " + str(out))
+    assert res["format"] == "inferlab-sweep-vllm" and res["command"].endswith(out.name)
     assert {"date", "cpu", "flags", "cores", "load", "warning", "label"} <= set(res)
     r = res["results"]
     assert set(r["engines"]) == {"inferlab", "vLLM"}
