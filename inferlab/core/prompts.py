@@ -154,7 +154,12 @@ def to_token_ids(prompt, tokenizer, vocab_size: int) -> tuple[list[int], str | N
             raise InvalidInputError("prompt is empty; give at least one character or token")
         if tokenizer is None:
             raise InvalidInputError("this model has no tokenizer; pass token ids")
-        return list(tokenizer.encode(prompt)), prompt
+        ids = list(tokenizer.encode(prompt))
+        if not ids:      # e.g. "\x14": the tokenizer drops control characters; with no token
+            raise InvalidInputError(      # the request could never be scheduled
+                f"prompt {prompt[:40]!r} has no tokens (the tokenizer drops every character "
+                "of it); give some text")
+        return ids, prompt
     if isinstance(prompt, (list, tuple)):
         if not prompt:
             raise InvalidInputError("prompt is empty; give at least one token or message")

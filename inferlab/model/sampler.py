@@ -16,9 +16,17 @@ def make_generator(seed: int) -> torch.Generator:
     return g
 
 
+# vLLM's floor for a temperature above 0: below it logits / temperature overflows float32
+# (5e-324 made every logit inf, softmax NaN, and the step failed); it samples as near-greedy
+MIN_TEMPERATURE = 1e-2
+
+
 def filter_logits(logits: torch.Tensor, p: SamplingParams) -> torch.Tensor:
     """Temperature, then top-k, then top-p on one row of logits [vocab] (fp32)."""
-    logits = logits / p.temperature
+    # a temperature beyond the dtype's range is inf to torch, and a banned token's -inf / inf
+    # is NaN (1e308 with min_tokens failed the step): the largest finite one samples the same
+    t = min(max(p.temperature, MIN_TEMPERATURE), torch.finfo(logits.dtype).max)
+    logits = logits / t
     if p.top_k > 0 and p.top_k < logits.shape[-1]:
         kth = torch.topk(logits, p.top_k).values[-1]
         logits = logits.masked_fill(logits < kth, float("-inf"))

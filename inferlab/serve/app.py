@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 
 from .driver import EngineDriver, Job
 from .errors import APIError, engine_error
+from .openapi import openapi_document
 from .protocol import ChatRequest, CompletionRequest, parse
 from .responses import Answer, sse
 
@@ -30,7 +31,7 @@ def create_app(driver: EngineDriver, model_name: str, *, api_key: str | None = N
     """``recorder``: a ``record.RequestRecorder`` that logs each accepted request, or None.
     ``metrics``: a ``metrics.ServerMetrics`` served at GET /metrics (no API key: as vLLM's,
     for a Prometheus scraper; counts and timings only, no prompt or answer text), or None."""
-    app = FastAPI(title="inferlab", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="inferlab", docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     eng = driver.engine
     created = int(time.time())
 
@@ -104,6 +105,12 @@ def create_app(driver: EngineDriver, model_name: str, *, api_key: str | None = N
         err = APIError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error")
         return JSONResponse(err.body(), status_code=500)
 
+    def openapi() -> dict:                   # request bodies typed from protocol.py's models
+        if app.openapi_schema is None:
+            app.openapi_schema = openapi_document(app, model_name, eng.vocab_size)
+        return app.openapi_schema
+
+    app.openapi = openapi
     return app
 
 

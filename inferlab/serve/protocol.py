@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..core.params import SamplingParams
 from ..errors import InferlabError
@@ -77,6 +77,12 @@ class _Sampling(_Body):
     tools: list | None = None
     response_format: dict | None = None
 
+    @field_validator("max_tokens", "n", "seed", "top_k", "min_tokens", "stop_token_ids",
+                     "logprobs", "top_logprobs", "best_of", mode="before")
+    @classmethod
+    def _integral(cls, v):
+        return integral(v)
+
     def check(self) -> None:
         for name, neutral in self.neutral().items():
             if getattr(self, name) not in neutral:
@@ -112,6 +118,11 @@ class _Sampling(_Body):
 
 class CompletionRequest(_Sampling):
     prompt: str | list[int] | list[str] | list[list[int]]
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _integral_ids(cls, v):
+        return integral(v)
 
     def prompts(self) -> list:
         """The distinct prompts (OpenAI allows a batch: a list of strings or of id lists)."""
@@ -202,6 +213,11 @@ class ChatRequest(_Sampling):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
 
+    @field_validator("max_completion_tokens", mode="before")
+    @classmethod
+    def _integral_cap(cls, v):
+        return integral(v)
+
     @classmethod
     def neutral(cls) -> dict:
         return {k: v for k, v in NEUTRAL.items() if k != "tools"}
@@ -235,6 +251,16 @@ class ChatRequest(_Sampling):
                 raise engine_error(e, "messages") from None
             return [prompt] * self.n, params
         return [messages] * self.n, params
+
+
+def integral(v):
+    """JSON has one kind of number: 2.0 is the integer 2, as JSON Schema and vLLM read it
+    (strict validation refused it); in token-id lists too. "2" and true stay refused."""
+    if type(v) is float and v.is_integer():
+        return int(v)
+    if isinstance(v, list):
+        return [integral(x) if isinstance(x, (float, list)) else x for x in v]
+    return v
 
 
 def parse(model: type[_Sampling], raw: bytes) -> _Sampling:
