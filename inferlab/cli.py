@@ -59,6 +59,14 @@ def _bench(args) -> int:
         from inferlab.bench.engine import bench_soak
         res = bench_soak(num_requests=args.requests or 2000)
         return 0 if res["blocks_leaked"] == 0 and res["rss_growth"] < 0.05 else 1
+    if args.what == "serve-soak":
+        from inferlab.bench.serve_soak import main as serve_soak
+        res = serve_soak(model=args.model, clients=args.clients, duration_s=args.duration,
+                         abandon_share=args.abandon, seed=args.seed)
+        _save(args, res)
+        ok = (res["counts"]["errored"] == 0 and not any(res["left"].values())
+              and res["greedy"]["mismatched"] == 0)
+        return 0 if ok else 1
     if args.what == "vllm":
         from inferlab.bench.vllm import bench_vllm
         _save(args, bench_vllm(num_requests=args.requests or 32, repeats=args.repeats,
@@ -218,7 +226,8 @@ def main(argv=None) -> int:
     b.add_argument("what", choices=["engine", "batching", "kv", "prefix", "chunked", "soak",
                                     "trace", "widgets", "prefix-reuse", "vllm", "clock",
                                     "roofline", "profile", "gemm", "kernels",
-                                    "coldstart", "serve", "threads", "lab", "sweep"])
+                                    "coldstart", "serve", "threads", "lab", "sweep",
+                                    "serve-soak"])
     b.add_argument("params", nargs="?", default=None,
                    help="sweep: PARAMS.json, a grid in the shape of vLLM's --serve-params")
     b.add_argument("--workload", default="chat",
@@ -240,6 +249,11 @@ def main(argv=None) -> int:
                    help="number of requests (default: engine 32, batching 256, soak 2000; "
                    "serve: prompts per rate and server, 32, --smoke 4)")
     b.add_argument("--smoke", action="store_true", help="serve: small sizes (CI)")
+    b.add_argument("--clients", type=int, default=20, help="serve-soak: concurrent clients")
+    b.add_argument("--duration", type=float, default=300.0, help="serve-soak: seconds")
+    b.add_argument("--abandon", type=float, default=0.2,
+                   help="serve-soak: share of the streams closed after their first chunks")
+    b.add_argument("--seed", type=int, default=0, help="serve-soak: the clients' seed")
     b.add_argument("--rates", type=float, nargs="+", default=None,
                    help="serve: request rates, req/s, Poisson; inf = all at once "
                    "(default 1 2 4 inf; --smoke 8)")
