@@ -20,6 +20,8 @@ from . import _kit
 
 NETWORK_RTTS = (0.0, 0.05, 0.15)          # seconds: same city, across a continent, intercontinental
 NETWORK_PROMPTS = (256, 4096)
+# a smoke run's long prompt: half, so its KV cache fits a 2 GB Binder pod beside the rest
+NETWORK_PROMPTS_SMOKE = (256, 2048)
 HANDSHAKE_RTTS = 2                        # a new HTTPS connection: TCP, then TLS 1.3
 KV_MODELS = ("smollm2-135m", "llama-3.2-1b", "llama-3-8b", "qwen2-7b", "llama-3-70b")
 GPU_MEMORY = 80e9                         # bytes: one 80 GB GPU (H100)

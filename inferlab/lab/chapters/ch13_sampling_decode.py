@@ -19,9 +19,10 @@ from .. import measure_cache, palette
 from ..verdicts import (AFTER, COUNTS, FAILS, HOLDS, ILLUSTRATION, LABS_OWN, NUCLEUS, Claim,
                         Verdict, clock_note, direction, ms, no_wall_run, pct, x)
 from . import _ch13_figures, _kit
-from ._ch13_costs import (HANDSHAKE_RTTS, NETWORK_PROMPTS, costs_summary, decode_lengths,
-                          judge_decode_length, judge_kv_tradeoff, kv_memory_table, kv_saving,
-                          network_ttft, wall_decode_lengths, wall_kv_saving)
+from ._ch13_costs import (HANDSHAKE_RTTS, NETWORK_PROMPTS, NETWORK_PROMPTS_SMOKE,
+                          costs_summary, decode_lengths, judge_decode_length, judge_kv_tradeoff,
+                          kv_memory_table, kv_saving, network_ttft, wall_decode_lengths,
+                          wall_kv_saving)
 from ._ch13_near import PAIRS as NEAR_PAIRS  # noqa: F401 (the pairs, for the notebook)
 from ._ch13_near import judge_near_prompts, measure_near, near_figure, near_table  # noqa: F401
 from ._ch13_network import RTTS, measure_network, network_lines
@@ -43,10 +44,10 @@ def sizes(smoke: bool) -> dict:
     if smoke:
         return dict(draws=40, seeds=4, answer_tokens=12, lengths=(8, 32, 128),
                     wall_lengths=(4, 16, 32), kv_prompt=512, kv_answer=16, kv_wall_prompt=256,
-                    repeats=2)
+                    repeats=2, network_prompts=NETWORK_PROMPTS_SMOKE)
     return dict(draws=200, seeds=6, answer_tokens=24, lengths=(8, 32, 128, 512),
                 wall_lengths=(8, 32, 128), kv_prompt=1024, kv_answer=64, kv_wall_prompt=512,
-                repeats=3)
+                repeats=3, network_prompts=NETWORK_PROMPTS)
 
 
 def prompt_ids(tok, messages=PROMPT) -> list[int]:
@@ -157,7 +158,7 @@ def measure(smoke: bool = False, deterministic: bool = False, model: str | None 
     data.update(decode=decode_lengths(lengths or s["lengths"]),
                 kv={"saving": kv_saving(s["kv_prompt"], s["kv_answer"], kv_arms),
                     "memory": kv_memory_table()},
-                network=network_ttft())
+                network=network_ttft(s["network_prompts"]))
     if not deterministic:
         r = repeats or s["repeats"]
         data["decode_wall"] = wall_decode_lengths(model, lengths or s["wall_lengths"], r)
@@ -204,7 +205,8 @@ def figures(data: dict) -> dict:
     return {"": figure(data), "near": near_figure(data),
             "length": _ch13_figures.length_figure(data),
             "kv": _ch13_figures.kv_figure(data),
-            "network": _ch13_figures.network_figure(data, NETWORK_PROMPTS, HANDSHAKE_RTTS)}
+            "network": _ch13_figures.network_figure(
+                data, sorted({r["prompt"] for r in data["network"]}), HANDSHAKE_RTTS)}
 
 
 def figure(data: dict):
