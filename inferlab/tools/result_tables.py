@@ -271,6 +271,9 @@ TABLES = {t.name: t for t in (
     Table("binder-pod-summary", *BINDER_POD, pod_summary, inline=True),
     Table("binder-chapters", "binder-chapters-amd.json", "python -m inferlab.bench.binder_pod "
           "--notebooks all --out docs/results/binder-chapters-amd.json", pod_table),
+    Table("binder-ch13", "binder-ch13-amd.json", "python -m inferlab.bench.binder_pod "
+          "--notebooks 13_sampling_and_decode --out docs/results/binder-ch13-amd.json",
+          pod_table),
     Table("binder-cells", "binder-cells-amd.json", "python -m inferlab.bench.binder_cells "
           "--out docs/results/binder-cells-amd.json", cells_table),
     Table("kv-pages", "kv-pages-amd.json", "python -m inferlab.bench.kv_pages --repeats 5 "
