@@ -2,11 +2,12 @@
 bundled chat traffic, answered from the sweep's own rows, and the claim 14-sweep ("more seats,
 more output tokens/s in total") judged on them and falsifiable.
 
-Default tier: the session's smoke measurement (``claims_smoke``: SmolLM2, the smoke grid on
-this machine's wall clock) is read, never measured again; the judge is shown failing on it
-with the effect taken out (the most seats' numbers replaced by one seat's). The full tier
-measures a grid whose two ends are the same setting (one seat twice) and requires "does not
-hold here". A busy machine's sweep is "not measurable here" (a visible skip in ``fails``);
+Default tier: the judge and the answer on fixed numbers (a smoke claims run measures no
+sweep: like 14-stacks it is judged on chapter 14's record, which test_claims checks). Full
+tier (the smoke sweep on SmolLM2 and this machine's wall clock, ~1-2 minutes of the default
+tier's budget otherwise): the answer from its own rows, the judge shown failing on it with
+the effect taken out (the most seats' numbers replaced by one seat's), and a grid whose two
+ends are the same setting (one seat twice) requiring "does not hold here". A busy machine's sweep is "not measurable here" (a visible skip in ``fails``);
 the judge's own verdict, before that, is checked too.
 """
 from __future__ import annotations
@@ -20,8 +21,16 @@ from inferlab.lab.chapters import _ch14_sweep as sw
 from inferlab.lab.verdicts import FAILS, HOLDS, HOLDS_SMALLER, UNMEASURABLE
 
 
-def _data(claims_smoke) -> dict:
-    return copy.deepcopy(next(d for c, d, _ in claims_smoke if c.id == "14-sweep"))
+COVER = "tests/test_claims_sweep.py::test_the_sweep_judge_on_fixed_numbers"
+
+
+@pytest.fixture(scope="module")
+def smoke_sweep() -> dict:
+    return {"sweep": sw.measure(smoke=True)}
+
+
+def _data(smoke_sweep) -> dict:
+    return copy.deepcopy(smoke_sweep)
 
 
 def _row(point, seats, total, spread, per_user=None, chunked=False):
@@ -39,8 +48,9 @@ def _sweep(rows, warning=None, repeats=2):
                       "sizes": {"num_requests": 6}, "floor": sw.FLOOR}}
 
 
-def test_the_smoke_sweep_answers_the_question_from_its_own_rows(claims_smoke):
-    d = _data(claims_smoke)["sweep"]
+@pytest.mark.full(COVER)
+def test_the_smoke_sweep_answers_the_question_from_its_own_rows(smoke_sweep):
+    d = _data(smoke_sweep)["sweep"]
     rows = d["rows"]
     assert [r["knobs"] for r in rows] == sw.GRID[True] and all(r["error"] is None for r in rows)
     assert d["meta"]["repeats"] == 2 and d["meta"]["clock"] == "wall"
@@ -58,8 +68,9 @@ def test_the_smoke_sweep_answers_the_question_from_its_own_rows(claims_smoke):
     assert "No point gives each user" in sw.answer_text(d, floor=top * 2)
 
 
-def test_the_sweep_judge_without_more_seats_in_the_numbers(claims_smoke):
-    d = _data(claims_smoke)
+@pytest.mark.full(COVER)
+def test_the_sweep_judge_without_more_seats_in_the_numbers(smoke_sweep):
+    d = _data(smoke_sweep)
     low, high = sw.arms(d["sweep"]["rows"])
     assert low["knobs"]["max_num_seqs"] == 1 and high["knobs"]["max_num_seqs"] == 8
     high["metrics"] = copy.deepcopy(low["metrics"])      # 8 seats measured as 1
@@ -98,7 +109,7 @@ def test_the_sweep_judge_on_fixed_numbers():
     assert effects == {"max_num_seqs": 2.5, "enable_chunked_prefill": pytest.approx(50 / 30)}
 
 
-@pytest.mark.full("tests/test_claims_sweep.py::test_the_sweep_judge_without_more_seats_in_the_numbers")
+@pytest.mark.full(COVER)
 def test_one_seat_twice_serves_no_more():
     one = sw.point(1, False)
     d = sw.measure(smoke=True, grid=[one, one])
