@@ -138,6 +138,11 @@ def test_scrapes_during_and_after_a_soak_agree_with_the_engine(served):
         try:
             assert watch.holding.wait(60), "no step ran two requests at once"
             mid, st = scrape_at_step(srv, watch)       # the engine stands still here
+            # every client's request at the server before the engine goes on: together they
+            # need more KV blocks than there are, so some are preempted (however fast the
+            # clients were; with responses no longer held ~40 ms, some had finished first)
+            wait_until(lambda: srv.driver.num_open >= len(jobs) + 1, 30,
+                       what="every client's request at the server")
         finally:
             watch.release.set()
         agrees_with_stats(mid, st)
