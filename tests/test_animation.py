@@ -35,6 +35,8 @@ def test_the_run_pages(trace):
     assert any("frees" in n for n in notes) and any("admitted" in n for n in notes)
 
 
+# ~20 s (two exports, every frame): full tier
+@pytest.mark.full("tests/test_animation.py::test_the_run_pages")
 def test_export_is_deterministic_and_complete(trace, tmp_path):
     from PIL import Image, ImageChops
     a = animation.export(trace, tmp_path / "a", every=1)

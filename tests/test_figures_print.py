@@ -101,6 +101,8 @@ def test_the_print_check_catches_what_it_must(page):
     assert not any("'tiny'" in p for p in _problems(page, article.profile(fig)))
 
 
+# ~13 s: full tier; the gallery's figures (the same drawings) print in the default tier
+@pytest.mark.full("tests/test_figures_print.py::test_every_gallery_figure_prints")
 def test_notebook_figures_print(page):
     """The chapter figures the committed notebooks show (their saved plotly JSON, drawn in
     the article profile by the notebook's run)."""
