@@ -56,6 +56,10 @@ def view_kinds(nb: pathlib.Path) -> set[str]:
     names = set()
     for m in re.finditer(r"from inferlab\.widgets(?:\.\w+)? import (\([^)]*\)|[^\n]+)", code):
         names |= set(re.findall(r"\w+", m.group(1)))
+    # and the views the tour's ``tour()`` hands out (inferlab/lab/replay_tour.py: the engine,
+    # BatchingComparison and the Lab, live or replaying)
+    for m in re.finditer(r"^([\w ,]+)=\s*tour\(", code, re.M):
+        names |= set(re.findall(r"\w+", m.group(1)))
     return names & (set(views.__all__) - {"View"})
 
 
