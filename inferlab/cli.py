@@ -94,7 +94,7 @@ def _bench(args) -> int:
         given = any(a == "--repeats" or a.startswith("--repeats=") for a in args.argv)
         _save(args, bench_serve(smoke=args.smoke, rates=args.rates, requests=args.requests,
                                 input_len=args.input_len, output_len=args.output_len,
-                                repeats=args.repeats if given else None))
+                                repeats=args.repeats if given else None, timing=args.timing))
         return 0
     if args.what == "kernels":
         from inferlab.bench.attention_kernels import main as bench_kernels
@@ -249,6 +249,10 @@ def main(argv=None) -> int:
                    help="number of requests (default: engine 32, batching 256, soak 2000; "
                    "serve: prompts per rate and server, 32, --smoke 4)")
     b.add_argument("--smoke", action="store_true", help="serve: small sizes (CI)")
+    b.add_argument("--timing", action="store_true",
+                   help="serve: run inferlab serve --timing and print where its time went "
+                   "(handler, driver, engine step, hand-off, SSE write) beside the client's "
+                   "TTFT and TPOT")
     b.add_argument("--clients", type=int, default=20, help="serve-soak: concurrent clients")
     b.add_argument("--duration", type=float, default=300.0, help="serve-soak: seconds")
     b.add_argument("--abandon", type=float, default=0.2,

@@ -19,6 +19,7 @@ import pytest
 
 from inferlab.lab import stack_bench, stack_table
 from inferlab.lab.serving_stacks import ServerFailed, ServerProcess, group_alive
+from inferlab.serve import timing
 from waiting import wait_until
 
 FIX = pathlib.Path(__file__).parent / "fixtures" / "vllm_bench_serve_result.json"
@@ -67,6 +68,23 @@ def test_runs_become_median_and_range_per_rate_and_server():
     assert len(rows[0]) == len(stack_table.HEADER) == 2 + len(stack_table.COLUMNS) + 1
     md = stack_table.markdown(result).splitlines()
     assert len(md) == 2 + len(rows) and md[2].startswith("| 2 req/s | inferlab | 2.0 (1.0-3.0)")
+
+
+def test_the_server_timing_sits_beside_the_client_numbers():
+    parts = lambda v: {"ttft_ms": {p: v for p in timing.TTFT_PARTS}, "per_token_ms": {
+        p: v for p in timing.DECODE_PARTS}, "requests": 3, "batch_p50": 2}
+    base = stack_bench.read_client_result(str(FIX))
+    runs = [{"rate": "1", "server": s, "metrics": base, "repeat": k,
+             **({"server_timing": parts(v)} if s == "inferlab" else {})}
+            for k, (s, v) in enumerate((("inferlab", 1.0), ("vLLM", 0), ("inferlab", 3.0)))]
+    result = {"config": {"num_prompts": 3}, "summary": stack_bench.summarize(runs), "runs": runs}
+    (row,) = stack_table.timing_rows(result)
+    assert len(row) == len(stack_table.TIMING_HEADER)
+    assert row[0] == "1 req/s" and row[2] == "2.0"            # the median over the repeats
+    assert row[6] == "6.0"                                    # flush + hand-off + write
+    assert row[-1] == "2"
+    runs[0]["server_timing"] = runs[2]["server_timing"] = {"requests": 0}
+    assert stack_table.timing_rows(result) == []              # nothing timed: no row
 
 
 def test_the_client_command_asks_for_what_is_parsed():
@@ -168,9 +186,9 @@ def test_smoke_run_measures_both_stacks(tmp_path):
         pytest.fail(str(e))
     from inferlab.cli import main
     out = tmp_path / "serve.json"
-    assert main(["bench", "serve", "--smoke", "--out", str(out)]) == 0
+    assert main(["bench", "serve", "--smoke", "--timing", "--out", str(out)]) == 0
     saved = json.loads(out.read_text())
-    assert saved["command"] == f"inferlab bench serve --smoke --out {out}"
+    assert saved["command"] == f"inferlab bench serve --smoke --timing --out {out}"
     assert {"date", "cpu", "cores", "load"} <= set(saved)
     res = saved["results"]
     cfg = res["config"]
@@ -184,6 +202,10 @@ def test_smoke_run_measures_both_stacks(tmp_path):
         assert m["total_output_tokens"] == sent * cfg["output_len"]       # ignore_eos
         assert all(m[k] > 0 for k in stack_bench.KEYS[:6])
         assert " bench serve " in run["command"] and "--request-rate 8" in run["command"]
+    timed = res["runs"][0]["server_timing"]          # inferlab serve --timing
+    assert timed["requests"] == sent and "server_timing" not in res["runs"][1]
+    assert timed["ttft_ms"]["total"] <= res["runs"][0]["metrics"]["p99_ttft_ms"]
+    assert [r[0] for r in stack_table.timing_rows(res)] == ["8 req/s"]
     assert res["servers"]["vLLM"].split()[1:3] == ["serve", cfg["model_dir"]]
     assert " -m inferlab.cli serve " in res["servers"]["inferlab"]
     g = res["greedy"]

@@ -5,6 +5,8 @@ measured from outside by vLLM's own benchmark client, ``vllm bench serve``.
                                           32 prompts of 128 random tokens, 64 new tokens each;
                                           A B A B x 3
     inferlab bench serve --smoke          one rate, 4 prompts of 32 tokens, 8 new, once
+    inferlab bench serve --timing         and where inferlab's time went (inferlab serve
+                                          --timing): handler, driver, step, hand-off, write
     inferlab bench serve --rates 0.5 1 inf --requests 64 --input-len 256 --output-len 32
                          --repeats 5 --out docs/results/serve-xeon.json
 
@@ -17,15 +19,15 @@ calls it without this command); ``--out`` writes its dict as a result file.
 from __future__ import annotations
 
 from inferlab.lab.stack_bench import measure_stacks
-from inferlab.lab.stack_table import HEADER, rows
+from inferlab.lab.stack_table import HEADER, TIMING_HEADER, rows, timing_rows
 
 from .common import table
 
 def main(smoke: bool = False, rates=None, requests: int | None = None,
          input_len: int | None = None, output_len: int | None = None,
-         repeats: int | None = None, out=print) -> dict:
+         repeats: int | None = None, timing: bool = False, out=print) -> dict:
     res = measure_stacks(smoke, rates=rates, num_prompts=requests, input_len=input_len,
-                         output_len=output_len, repeats=repeats, progress=out)
+                         output_len=output_len, repeats=repeats, timing=timing, progress=out)
     c = res["config"]
     out(f"\n{c['model']} fp32, {c['num_prompts']} prompts x {c['input_len']} random tokens -> "
         f"{c['output_len']} tokens (ignore_eos, temperature 0), Poisson arrivals, seed "
@@ -34,6 +36,10 @@ def main(smoke: bool = False, rates=None, requests: int | None = None,
         f"{res['client']}; clock: {res['clock']}")
     out(f"placement on {res['cpus']} CPUs: {res['placement']}")
     table(out, HEADER, rows(res))
+    if timing:
+        out("\nwhere inferlab's time went (inferlab serve --timing; ms, the median request's "
+            "parts, median over the repeats; TPOT parts per token):")
+        table(out, TIMING_HEADER, timing_rows(res))
     g = res["greedy"]
     out(f"greedy (temperature 0, {g['max_tokens']} tokens): the two servers' answers agree on "
         f"{g['agree']} of {g['of']} prompts")

@@ -46,6 +46,8 @@ from pathlib import Path
 from ..connect.front.machine import cpu_list, free_port
 from ..errors import InvalidInputError
 from .protocol import cpu_busy_seconds, cpus, others_cpus, others_warning, spread
+from ..serve.timing import read_lines
+from ..serve.timing import summarize as summarize_timing
 from .serving_stacks import (START_TIMEOUT_S, ServerFailed, die_with_parent, group_alive,
                              inferlab_server, reaped, vllm_cli, vllm_server)
 
@@ -206,10 +208,12 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
                    repeats: int | None = None, seed: int = 0, max_num_seqs: int = 64,
                    max_model_len: int = 2048, greedy_prompts: int | None = None,
                    greedy_tokens: int | None = None, against: str = "vLLM",
-                   progress=None) -> dict:
+                   timing: bool = False, progress=None) -> dict:
     """Both stacks under ``vllm bench serve``, A B A B (see the module's docstring); sizes
     default to ``SIZES[smoke]``. ``against``: the second server, "vLLM" or "inferlab" (the
-    same stack twice). ``progress``: a callable given one line per step."""
+    same stack twice). ``timing``: ``inferlab serve --timing``, each inferlab run's
+    ``server_timing`` the medians of where its requests' time went (serve/timing.py).
+    ``progress``: a callable given one line per step."""
     if against not in AGAINST:
         raise InvalidInputError(f"against must be one of {AGAINST}, got {against!r}")
     given = dict(rates=rates, num_prompts=num_prompts, input_len=input_len,
@@ -226,8 +230,10 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
     with tempfile.TemporaryDirectory(prefix="inferlab-stacks-") as scratch, \
             contextlib.ExitStack() as up:
         model_dir = weights_dir_for_vllm(scratch)
+        tpath, offset = f"{scratch}/timing.jsonl", 0
         servers = {"inferlab": inferlab_server(MODEL_NAME, free_port(), f"{scratch}/inferlab.log",
-                                               max_num_seqs, max_model_len)}
+                                               max_num_seqs, max_model_len,
+                                               ("--timing", tpath) if timing else ())}
         if against == "vLLM":
             servers["vLLM"] = vllm_server(model_dir, MODEL_NAME, free_port(),
                                           f"{scratch}/vllm.log", scratch, max_num_seqs,
@@ -269,6 +275,9 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
                                  "seed": seed + rep, "command": shlex.join(argv),
                                  "metrics": m, "server_cpu_s": server_cpu,
                                  "client_cpu_s": client_cpu, "client_wall_s": wall})
+                    if timing and name == "inferlab":
+                        lines, offset = read_lines(tpath, offset)
+                        runs[-1]["server_timing"] = summarize_timing(lines)
                     say(f"  rate {rate_key(rate):>4} {name:8s} repeat {rep + 1}: "
                         f"{m['completed']}/{cfg['num_prompts']} done, TTFT p50 "
                         f"{m['p50_ttft_ms']:.1f} ms, TPOT p50 {m['p50_tpot_ms']:.1f} ms, "

@@ -2,6 +2,8 @@
 BENCHMARKS.md renders (``inferlab results render``) from the same result file."""
 from __future__ import annotations
 
+import statistics
+
 from .stack_bench import LATENCIES, PERCENTILES
 
 COLUMNS = [(f"{m.upper()} {p} ms", f"{p}_{m}_ms") for m in LATENCIES for p in PERCENTILES] + [
@@ -36,3 +38,31 @@ def markdown(result: dict) -> str:
     """The same rows as a Markdown table."""
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows(result)])
+
+
+TIMING_HEADER = ["rate", "TTFT p50 ms (client)", "server: parse", "to driver", "queued",
+                 "first step", "hand-off + write", "TPOT p50 ms (client)",
+                 "server: forward", "rest of step", "between steps", "delivery", "batch"]
+
+
+def timing_rows(result: dict) -> list[list[str]]:
+    """Where inferlab's time went at each rate (``measure_stacks(timing=True)``): the client's
+    TTFT and TPOT p50 beside the server's parts, each the median over requests, then over the
+    repeats; what the parts do not reach is the client's side."""
+    out = []
+    for rate, by_server in result["summary"].items():
+        ts = [r["server_timing"] for r in result["runs"] if r["rate"] == rate
+              and r["server"] == "inferlab" and r.get("server_timing", {}).get("requests")]
+        if not ts:
+            continue
+        med = lambda key, *parts: "{:.1f}".format(statistics.median(   # noqa: E731
+            sum(t[key][p] for p in parts) for t in ts))
+        s = by_server["inferlab"]
+        out.append([f"{rate} req/s", cell(s.get("p50_ttft_ms")), med("ttft_ms", "parse"),
+                    med("ttft_ms", "to_driver"), med("ttft_ms", "queued"),
+                    med("ttft_ms", "first_step"), med("ttft_ms", "flush", "handoff", "write"),
+                    cell(s.get("p50_tpot_ms")), med("per_token_ms", "forward"),
+                    med("per_token_ms", "step_other"), med("per_token_ms", "between_steps"),
+                    med("per_token_ms", "delivery_drift"),
+                    "{:g}".format(statistics.median(t["batch_p50"] for t in ts))])
+    return out

@@ -22,6 +22,7 @@ from .errors import APIError, engine_error
 from .openapi import openapi_document
 from .protocol import ChatRequest, CompletionRequest, parse
 from .responses import Answer, sse
+from .timing import RequestTimes, now
 
 MAX_BODY_BYTES = 1 << 20             # 1 MiB: a long prompt is ~100 KiB
 
@@ -64,14 +65,14 @@ def create_app(driver: EngineDriver, model_name: str, *, api_key: str | None = N
 
     @v1.post("/completions")
     async def completions(request: Request):
-        arrived = time.monotonic()
+        arrived = now()
         req = parse(CompletionRequest, await _read_body(request, max_body_bytes))
         check_model(req.model)
         return await _answer(request, driver, req, "completion", model_name, recorder, arrived)
 
     @v1.post("/chat/completions")
     async def chat(request: Request):
-        arrived = time.monotonic()
+        arrived = now()
         req = parse(ChatRequest, await _read_body(request, max_body_bytes))
         check_model(req.model)
         return await _answer(request, driver, req, "chat", model_name, recorder, arrived)
@@ -143,7 +144,8 @@ async def _answer(request: Request, driver: EngineDriver, req, kind: str, model_
         prompts, params = req.engine_inputs(driver.engine.max_model_len, driver.engine.tokenizer)
     else:
         prompts, params = req.engine_inputs(driver.engine.max_model_len)
-    job = driver.submit(prompts, params, "messages" if kind == "chat" else "prompt")
+    times = None if driver.timing is None else RequestTimes(arrived, bool(req.stream))
+    job = driver.submit(prompts, params, "messages" if kind == "chat" else "prompt", times)
     streaming = False
     try:
         await job.started()                  # refused input comes back here, as a 4xx
@@ -152,7 +154,7 @@ async def _answer(request: Request, driver: EngineDriver, req, kind: str, model_
             recorder.record(arrived, answer.id, kind, req, prompts, params)
         if req.stream:
             streaming = True
-            return _Stream(_events(job, answer, req.include_usage), driver, job,
+            return _Stream(_events(job, answer, req.include_usage, driver.timing), driver, job,
                            media_type="text/event-stream",
                            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         return JSONResponse(await _whole(request, job, answer))
@@ -185,11 +187,17 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def _events(job: Job, answer: Answer, include_usage: bool):
+async def _events(job: Job, answer: Answer, include_usage: bool, timing=None):
+    times = job.times
     try:
         async for index, out in job.outputs():
-            for chunk in answer.chunks(index, out):
-                yield sse(chunk)
+            got = now()
+            chunks = answer.chunks(index, out)
+            for chunk in chunks:
+                yield sse(chunk)             # resumed once the chunk is given to the socket
+            if times is not None and chunks:
+                times.prompt_tokens = len(out.prompt_token_ids)
+                times.chunks.append((job.step, got, now()))
         if include_usage:
             yield sse(answer.usage_chunk())
     except APIError as e:                    # after the 200: the error goes in the stream
@@ -197,6 +205,8 @@ async def _events(job: Job, answer: Answer, include_usage: bool):
     except Exception as e:                   # noqa: BLE001
         yield sse(engine_error(e).body())
     yield sse("[DONE]")
+    if timing is not None and times is not None:
+        timing.finish(times, answer.id, sum(answer.completion_tokens))
 
 
 class _Stream(StreamingResponse):

@@ -40,6 +40,10 @@ def add_arguments(p) -> None:
                    help="append each accepted request to this request log (JSON Lines: "
                    "arrival_s, messages or prompt, max_tokens, id), which "
                    "inferlab.sim.request_log.workload_from_log replays; off by default")
+    p.add_argument("--timing", default=None, metavar="PATH",
+                   help="append where each streamed request's time went (handler, driver, "
+                   "engine step, hand-off, SSE write; JSON Lines, see inferlab.serve.timing) "
+                   "to this file; off by default")
 
 
 def run(args) -> int:
@@ -61,7 +65,8 @@ def run(args) -> int:
     eng = Engine(args.model, block_size=args.block_size, **kw)
     srv = Server(eng, host=args.host, port=args.port, api_key=args.api_key,
                  model_name=args.served_model_name, max_pending=args.max_pending,
-                 log_level=args.log_level, record_requests=args.record_requests)
+                 log_level=args.log_level, record_requests=args.record_requests,
+                 timing=args.timing)
     print(f"inferlab serves {srv.model_name!r} at {srv.url} (OpenAI API; "
           f"auth {'on' if args.api_key else 'off'}). Ctrl-C stops.", flush=True)
     srv.serve_forever()

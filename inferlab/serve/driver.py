@@ -25,6 +25,7 @@ import queue
 import threading
 
 from .errors import APIError, engine_error
+from .timing import now
 
 log = logging.getLogger("inferlab.serve")
 
@@ -33,12 +34,15 @@ class Job:
     """One HTTP request: its engine requests (one per choice) and the queue they feed.
 
     Items on ``queue``: ("started",) once every choice is in the engine, ("out", index,
-    RequestOutput) per step, ("error", APIError) when it was refused or failed."""
+    RequestOutput, step) per step, ("error", APIError) when it was refused or failed.
+    ``times``: its ``timing.RequestTimes`` when the server times requests, else None."""
 
     def __init__(self, prompts: list, params: list, loop: asyncio.AbstractEventLoop,
-                 param: str | None = None):
+                 param: str | None = None, times=None):
         self.prompts, self.params, self.loop = prompts, params, loop
         self.param = param                     # the body's field a refusal names
+        self.times = times
+        self.step = 0                          # the driver's step of the last output taken
         self.queue: asyncio.Queue = asyncio.Queue()
         self.request_ids: list[str] = []       # driver thread only, as ``live``
         self.live: set[int] = set()            # choices not finished yet
@@ -56,14 +60,17 @@ class Job:
             item = await self.queue.get()
             if item[0] == "error":
                 raise item[1]
+            self.step = item[3]
             yield item[1], item[2]
             remaining -= item[2].finished
 
 
 class EngineDriver:
-    def __init__(self, engine, max_pending: int = 1024):
+    def __init__(self, engine, max_pending: int = 1024, timing=None):
         self.engine = engine
         self.max_pending = max_pending
+        self.timing = timing                   # a timing.ServeTiming, or None (not timed)
+        self._stepped = False                  # the last cycle ran a step (timing only)
         self.num_steps = 0
         self.num_step_errors = 0
         self._cmds: queue.SimpleQueue = queue.SimpleQueue()
@@ -86,9 +93,11 @@ class EngineDriver:
     def num_open(self) -> int:
         return self._open
 
-    def submit(self, prompts: list, params: list, param: str | None = None) -> Job:
+    def submit(self, prompts: list, params: list, param: str | None = None,
+               times=None) -> Job:
         """Queue one request's choices (call from the event loop); 503 when stopping or full.
-        ``param``: the body's field an engine refusal names ("prompt", "messages")."""
+        ``param``: the body's field an engine refusal names ("prompt", "messages");
+        ``times``: its ``timing.RequestTimes`` (the server times requests)."""
         with self._lock:
             if self._stopping:
                 raise APIError(503, "the server is stopping", "server_error",
@@ -98,7 +107,9 @@ class EngineDriver:
                                "(max_pending); try again later", "server_error",
                                code="server_overloaded")
             self._open += 1
-        job = Job(prompts, params, asyncio.get_running_loop(), param)
+        job = Job(prompts, params, asyncio.get_running_loop(), param, times)
+        if times is not None:
+            times.submitted = now()
         self._cmds.put(("add", job))
         return job
 
@@ -148,12 +159,16 @@ class EngineDriver:
             self._publish_idle()             # so views see an abort now, not at the next step
         if self._stopped or not eng.has_unfinished_requests():
             return
+        t0 = now()
         try:
             outs = eng.step()
         except Exception as e:               # noqa: BLE001 - fail its requests, go on
             self._step_failed(e)
         else:
             self.num_steps += 1
+            if self.timing is not None:
+                self.timing.step_done(self.num_steps, t0, now())
+                self._stepped = True
             self._deliver(outs)
         if self._jobs and not eng.has_unfinished_requests():
             # aborted behind our back (eng.request_stop() / abort_all())
@@ -206,6 +221,8 @@ class EngineDriver:
                 "messages" if isinstance(job.prompts[0], list) and job.prompts[0]
                 and isinstance(job.prompts[0][0], dict) else "prompt"))))
             return
+        if job.times is not None:
+            job.times.added = now()
         self._jobs.add(job)
         self._post(job, ("started",))
 
@@ -245,7 +262,7 @@ class EngineDriver:
             if owner is None:            # not a server request
                 continue
             job, i = owner
-            self._post(job, ("out", i, out))
+            self._post(job, ("out", i, out, self.num_steps))
             if out.finished:
                 del self._owner[out.request_id]
                 job.live.discard(i)
@@ -263,6 +280,9 @@ class EngineDriver:
         for job, item in self._outbox:
             by_loop.setdefault(job.loop, []).append((job.queue, item))
         self._outbox = []
+        if self._stepped:                    # handed over from now (timing only)
+            self._stepped = False
+            self.timing.flushed(self.num_steps)
         for loop, items in by_loop.items():
             try:
                 loop.call_soon_threadsafe(_put_all, items)

@@ -21,6 +21,7 @@ import weakref
 from ..errors import InvalidInputError
 from .driver import EngineDriver
 from .record import RequestRecorder
+from .timing import ServeTiming
 
 log = logging.getLogger("inferlab.serve")
 _SERVED: weakref.WeakSet = weakref.WeakSet()     # engines a running server owns
@@ -70,7 +71,7 @@ class Server:
     def __init__(self, engine, *, host: str = "127.0.0.1", port: int = 8000,
                  api_key: str | None = None, model_name: str | None = None,
                  max_pending: int = 1024, max_body_bytes: int | None = None,
-                 log_level: str = "warning", record_requests=None):
+                 log_level: str = "warning", record_requests=None, timing=None):
         check_exposure(host, api_key)
         try:
             import uvicorn
@@ -83,7 +84,9 @@ class Server:
         self.engine = engine
         self.model_name = model_name or engine.model_name
         self.api_key = api_key
-        self.driver = EngineDriver(engine, max_pending=max_pending)
+        # --timing: where each streamed request's time went, one JSON line each (timing.py)
+        self.timing = None if timing is None else ServeTiming(str(timing))
+        self.driver = EngineDriver(engine, max_pending=max_pending, timing=self.timing)
         # --record-requests: each accepted request appended to a request log (record.py)
         self.recorder = None if record_requests is None else RequestRecorder(record_requests)
         # GET /metrics: vLLM's Prometheus names, fed by the engine's step records (metrics.py)
@@ -140,6 +143,8 @@ class Server:
 
     def _start_recording(self) -> None:
         self.metrics.attach()                # before the engine thread's first step
+        if self.timing is not None:
+            self.timing.attach(self.engine)
         if self.recorder is not None:
             self.recorder.start()            # arrival_s counts from here
 
@@ -172,6 +177,8 @@ class Server:
             self.recorder.close()
         if not self.driver.alive:
             self.metrics.detach()
+            if self.timing is not None:
+                self.timing.close()
             with _SERVED_LOCK:
                 _SERVED.discard(self.engine)
 
