@@ -95,15 +95,19 @@ def parse_serve_params(data) -> tuple[list[dict], list[str | None]]:
     return points, names
 
 
-def read_serve_params(path) -> tuple[list[dict], list[str | None]]:
+def load_params(path):
+    """A ``--serve-params`` file's JSON, or an error that names the file and what is wrong."""
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            return json.load(f)
     except OSError as e:
         raise InvalidInputError(f"cannot read {path}: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise InvalidInputError(f"{path} is not JSON: {e}") from None
-    return parse_serve_params(data)
+
+
+def read_serve_params(path) -> tuple[list[dict], list[str | None]]:
+    return parse_serve_params(load_params(path))
 
 
 def main(params: str, *, workload: str = "chat", requests: int | None = None,

@@ -23,19 +23,13 @@ from inferlab.errors import InvalidInputError
 from inferlab.lab.carry_over import carry_over, sentence
 from inferlab.lab.sweep_vllm import LOG, measure_pair
 
-from .sweep import NAME_KEY, parse_serve_params
+from .sweep import NAME_KEY, load_params, parse_serve_params
 
 
 def read_points(path) -> tuple[list[dict], list[str | None]]:
     """The points as ``vllm serve`` arguments (their own names) and their names, from a
     ``--serve-params`` file; checked as ``inferlab bench sweep`` checks it."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise InvalidInputError(f"cannot read {path}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise InvalidInputError(f"{path} is not JSON: {e}") from None
+    data = load_params(path)
     _, names = parse_serve_params(data)
     records = list(data.values()) if isinstance(data, dict) else data
     return [{k: v for k, v in r.items() if k != NAME_KEY} for r in records], names
