@@ -204,7 +204,6 @@ def test_smoke_run_measures_both_stacks(tmp_path):
         assert " bench serve " in run["command"] and "--request-rate 8" in run["command"]
     timed = res["runs"][0]["server_timing"]          # inferlab serve --timing
     assert timed["requests"] == sent and "server_timing" not in res["runs"][1]
-    assert timed["ttft_ms"]["total"] <= res["runs"][0]["metrics"]["p99_ttft_ms"]
     assert [r[0] for r in stack_table.timing_rows(res)] == ["8 req/s"]
     assert res["servers"]["vLLM"].split()[1:3] == ["serve", cfg["model_dir"]]
     assert " -m inferlab.cli serve " in res["servers"]["inferlab"]

@@ -23,7 +23,7 @@ from waiting import wait_until
 import inferlab as il
 import inferlab.serve
 
-SMALL = dict(num_blocks=32, block_size=4, max_model_len=256, max_num_seqs=8)
+SMALL = dict(num_blocks=24, block_size=4, max_model_len=256, max_num_seqs=8)
 SHARED = "The quick brown fox jumps over the lazy dog and runs far away"
 PROMPTS = ["Once upon a time", "A B C D E F G", "Hello there, how are", "1 2 3 4 5"]
 
@@ -115,7 +115,7 @@ def complete(srv, prompt, max_tokens, stream=False) -> dict:
 
 
 def leave_after_first_token(srv) -> None:
-    body = {"model": srv.model_name, "prompt": "Leave early", "max_tokens": 100,
+    body = {"model": srv.model_name, "prompt": "Leave early", "max_tokens": 60,
             "ignore_eos": True, "stream": True}
     with httpx.stream("POST", srv.url + "/completions", json=body, timeout=120) as r:
         for x in r.iter_lines():
