@@ -3,7 +3,7 @@ the hand-off to the event loop and the SSE write (``inferlab serve --timing FILE
 
 Off by default (nothing is timed). On, every finished request appends one JSON line to FILE:
 
-    {"id", "stream", "prompt_tokens", "tokens", "batch_p50",
+    {"id", "stream", "prompt_tokens", "tokens", "chunks", "batch_p50", "in_order",
      "ttft_ms": {"parse", "to_driver", "queued", "first_step", "flush", "handoff", "write",
                  "total"},                      # arrival .. its first token's chunk written
      "decode_ms": {"forward", "step_other", "between_steps", "delivery_drift", "total",
@@ -81,10 +81,10 @@ class ServeTiming:
             for k in sorted(self._steps)[:KEEP_STEPS // 2]:
                 del self._steps[k]
 
-    def flushed(self, step: int) -> None:
+    def flushed(self, step: int, t: float | None = None) -> None:
         s = self._steps.get(step)
         if s is not None:
-            s[4] = now()
+            s[4] = now() if t is None else t
 
     # --- the event loop ------------------------------------------------------------------
     def finish(self, t: RequestTimes, request_id: str, tokens: int) -> None:
@@ -108,6 +108,7 @@ class ServeTiming:
         ttft["total"] = sent0 - t.arrived
         line = {"id": request_id, "stream": t.stream, "prompt_tokens": t.prompt_tokens,
                 "tokens": tokens, "chunks": len(steps), "ttft_ms": _ms(ttft)}
+        in_order = all(v >= 0 for v in ttft.values())
         (step1, got1, sent1), s1 = steps[-1]
         span = [self._steps.get(k) for k in range(step0 + 1, step1 + 1)]
         if len(steps) > 1 and all(s is not None for s in span):
@@ -120,6 +121,8 @@ class ServeTiming:
             dec["per_token"] = dec["total"] / max(tokens - 1, 1)    # vLLM's TPOT's count
             line["decode_ms"] = _ms(dec)
             line["batch_p50"] = statistics.median(s[3] for s in span)
+            in_order = in_order and min(fwd, total - fwd, dec["between_steps"]) >= 0
+        line["in_order"] = in_order          # every part >= 0: the events came in their order
         return line
 
     def close(self) -> None:
