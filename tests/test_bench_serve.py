@@ -87,6 +87,15 @@ def test_the_server_timing_sits_beside_the_client_numbers():
     assert stack_table.timing_rows(result) == []              # nothing timed: no row
 
 
+def test_every_run_sends_prompts_no_earlier_run_sent():
+    """Both servers share a run's seed; no two runs of one server share one (the random
+    dataset would send the same prompts, and a prefix cache would remember them)."""
+    rates, repeats = 4, 3
+    seeds = [stack_bench.run_seed(7, rep, k, rates) for rep in range(repeats)
+             for k in range(rates)]
+    assert len(set(seeds)) == rates * repeats and min(seeds) == 7
+
+
 def test_the_client_command_asks_for_what_is_parsed():
     argv = stack_bench.client_command("vllm", "http://127.0.0.1:1", "/m", float("inf"), 3,
                                       8, 32, 4, "/r", "x.json")

@@ -19,7 +19,7 @@ calls it without this command); ``--out`` writes its dict as a result file.
 from __future__ import annotations
 
 from inferlab.lab.stack_bench import measure_stacks
-from inferlab.lab.stack_table import HEADER, TIMING_HEADER, rows, timing_rows
+from inferlab.lab.stack_table import HEADER, TIMING_HEADER, gaps_sentence, rows, timing_rows
 
 from .common import table
 
@@ -31,11 +31,14 @@ def main(smoke: bool = False, rates=None, requests: int | None = None,
     c = res["config"]
     out(f"\n{c['model']} fp32, {c['num_prompts']} prompts x {c['input_len']} random tokens -> "
         f"{c['output_len']} tokens (ignore_eos, temperature 0), Poisson arrivals, seed "
-        f"{c['seed']}+repeat; max_num_seqs {c['max_num_seqs']}, max_model_len "
+        f"{c['seed']} + run (each repeat and rate its own); max_num_seqs "
+        f"{c['max_num_seqs']}, max_model_len "
         f"{c['max_model_len']}; A B A B x {c['repeats']}, median (range); client: "
         f"{res['client']}; clock: {res['clock']}")
     out(f"placement on {res['cpus']} CPUs: {res['placement']}")
     table(out, HEADER, rows(res))
+    if len(res["summary"][next(iter(res["summary"]))]) > 1:
+        out("against the goal (medians over the repeats): " + gaps_sentence(res))
     if timing:
         out("\nwhere inferlab's time went (inferlab serve --timing; ms, the median request's "
             "parts, median over the repeats; TPOT parts per token):")

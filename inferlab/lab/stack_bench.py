@@ -9,9 +9,11 @@ cache's transformers directory, which inferlab's engine reads too), the same
 ``max_num_seqs`` and ``max_model_len``. For each request rate (Poisson arrivals; ``inf``: all
 at once) ``vllm bench serve`` (the openai completions backend, the random dataset: prompts of
 random token ids, ``--ignore-eos`` so every answer has exactly ``output_len`` tokens,
-``--temperature 0``) runs against one server, then the other, A B A B, ``repeats`` times. A
-repeat's seed is ``seed + repeat``: both servers get the same prompts and arrival times, and
-no prompt is sent twice to one server (a prefix cache would remember it). The client's saved
+``--temperature 0``) runs against one server, then the other, A B A B, ``repeats`` times. Each
+run (a repeat at a rate) has a seed of its own (``run_seed``): both servers get the same
+prompts and arrival times, and no prompt is sent twice to one server (a prefix cache would
+remember it; until 2026-12-07 a repeat's rates shared one seed, so after the first rate
+inferlab's 16-token blocks found most of each prompt cached, vLLM's 128-token ones nothing). The client's saved
 JSON gives TTFT, TPOT, ITL (p50, p99) and throughput; each is reported as median and range.
 
 Before timing, the same few prompts (completions and chat, temperature 0) go to both servers:
@@ -100,6 +102,12 @@ def client_command(cli: str, url: str, tokenizer: str, rate: float, seed: int, n
             "--ignore-eos", "--temperature", "0", "--percentile-metrics", "ttft,tpot,itl,e2el",
             "--metric-percentiles", "50,99", "--save-result", "--save-detailed",
             "--result-dir", result_dir, "--result-filename", filename, "--disable-tqdm"]
+
+
+def run_seed(seed: int, repeat: int, rate_index: int, num_rates: int) -> int:
+    """The client's seed for one run: the same for both servers, new for every repeat and
+    rate, so no prompt of the random dataset reaches a server twice."""
+    return seed + repeat * num_rates + rate_index
 
 
 def read_client_result(path: str) -> dict:
@@ -255,10 +263,11 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
         timeout = 300 + cfg["num_prompts"] * (0.3 * cfg["output_len"] + 2 / min(cfg["rates"]))
         t0, busy, busy0 = time.perf_counter(), 0.0, cpu_busy_seconds()
         for rep in range(cfg["repeats"]):
-            for rate in cfg["rates"]:
+            for k, rate in enumerate(cfg["rates"]):
+                this_seed = run_seed(seed, rep, k, len(cfg["rates"]))
                 for name, srv in servers.items():
                     fname = f"{name}-{rate_key(rate)}-{rep}.json"
-                    argv = client_command(cli, srv.url, model_dir, rate, seed + rep,
+                    argv = client_command(cli, srv.url, model_dir, rate, this_seed,
                                           cfg["num_prompts"], cfg["input_len"],
                                           cfg["output_len"], scratch, fname)
                     with contextlib.ExitStack() as idle:
@@ -272,7 +281,7 @@ def measure_stacks(smoke: bool = False, *, rates=None, num_prompts: int | None =
                     busy += server_cpu + client_cpu
                     m = read_client_result(os.path.join(scratch, fname))
                     runs.append({"rate": rate_key(rate), "server": name, "repeat": rep,
-                                 "seed": seed + rep, "command": shlex.join(argv),
+                                 "seed": this_seed, "command": shlex.join(argv),
                                  "metrics": m, "server_cpu_s": server_cpu,
                                  "client_cpu_s": client_cpu, "client_wall_s": wall})
                     if timing and name == "inferlab":

@@ -66,3 +66,42 @@ def timing_rows(result: dict) -> list[list[str]]:
                     med("per_token_ms", "delivery_drift"),
                     "{:g}".format(statistics.median(t["batch_p50"] for t in ts))])
     return out
+
+
+GOAL = (("TTFT p50", "p50_ttft_ms", -1), ("TTFT p99", "p99_ttft_ms", -1),
+        ("TPOT p50", "p50_tpot_ms", -1), ("TPOT p99", "p99_tpot_ms", -1),
+        ("output tok/s", "output_throughput", 1))     # -1: lower is better
+
+
+def gaps(result: dict, ours: str = "inferlab", theirs: str = "vLLM") -> dict:
+    """Per rate, where ``ours`` is behind ``theirs`` on the serving goal (TTFT and TPOT p50
+    and p99 no higher, output tok/s no lower; medians over the repeats): [(metric, how far
+    behind in %, whether the two ranges overlap)]; an empty list: not behind at that rate."""
+    out = {}
+    for rate, by in result["summary"].items():
+        if ours not in by or theirs not in by:
+            continue
+        behind = []
+        for name, key, sign in GOAL:
+            a, b = by[ours].get(key), by[theirs].get(key)
+            if not a or not b or b["median"] <= 0 or sign * (a["median"] - b["median"]) >= 0:
+                continue
+            overlap = a["lo"] <= b["hi"] and b["lo"] <= a["hi"]
+            behind.append((name, abs(a["median"] / b["median"] - 1) * 100, overlap))
+        out[rate] = behind
+    return out
+
+
+def gaps_sentence(result: dict, theirs: str = "vLLM") -> str:
+    """The serving goal rate by rate: 'at 1 and 4 req/s TTFT and TPOT p50 and p99 at or
+    below vLLM's and output tok/s at or above; at 2 req/s behind on TTFT p99 (+7.8%)'."""
+    g = gaps(result, theirs=theirs)
+    name = lambda r: "all at once" if r == "inf" else f"{r} req/s"   # noqa: E731
+    ahead = [name(r) for r, b in g.items() if not b]
+    parts = [f"at {' and '.join(ahead)}: TTFT and TPOT p50 and p99 at or below {theirs}'s, "
+             "output tok/s at or above"] if ahead else []
+    for r, b in g.items():
+        if b:
+            parts.append(f"{name(r)}: behind on " + ", ".join(
+                f"{m} by {p:.1f}%{' (the ranges overlap)' if o else ''}" for m, p, o in b))
+    return "; ".join(parts)

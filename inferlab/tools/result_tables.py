@@ -103,7 +103,26 @@ def serve_summary(res: dict, file: str) -> str:
                      f"ms, {oi:.0f} vs {ov:.0f} tok/s")
     g = r["greedy"]
     return (f"inferlab vs vLLM {'; '.join(parts)}; greedy answers agree on {g['agree']} of "
-            f"{g['of']} ({short(res)}; {file})")
+            f"{g['of']}. Against the goal, medians over the repeats: "
+            f"{stack_table.gaps_sentence(r)} ({short(res)}; {file})")
+
+
+def serve_timing_table(res: dict, file: str) -> str:
+    """BENCHMARKS' breakdown of inferlab's side of ``inferlab bench serve --timing``."""
+    r = res["results"]
+    rows = stack_table.timing_rows(r)
+    if not rows:
+        raise ResultsError(f"{file} has no server timing: measure it with `inferlab bench serve "
+                           "--timing`")
+    head = stack_table.TIMING_HEADER
+    return "\n".join([
+        f"Where inferlab's time went, {caption(res, file)}: the client's TTFT and TPOT p50 "
+        "(median, range over the repeats) beside `inferlab serve --timing`'s parts, each the "
+        "median request's, then the median over the repeats; the TPOT parts are per token, and "
+        "what they do not reach is the client's side (socket, parsing, its event loop). "
+        "'batch': requests in the median step of a request's decode.", "",
+        "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+        *("| " + " | ".join(row) + " |" for row in rows)])
 
 
 def engine_summary(res: dict, file: str) -> str:
@@ -247,6 +266,8 @@ def showcase_summary(res: dict, file: str) -> str:
 
 
 
+SERVE_AMD_CMD = ("inferlab bench serve --rates 1 2 4 inf --repeats 3 --timing "
+                 "--out docs/results/serve-amd.json")
 CLAIMS_CMD = "inferlab record (each chapter's full run; the report card judged on the records)"
 COLDSTART = ("coldstart-xeon.json",
              "inferlab bench coldstart --out docs/results/coldstart-xeon.json")
@@ -298,8 +319,10 @@ TABLES = {t.name: t for t in (
             f"--dtype {full} --out docs/results/roofline-{dt}-amd.json", fn, inline=bool(part))
       for dt, full in (("fp32", "float32"), ("bf16", "bfloat16"))
       for part, fn in (("", roofline_table), ("-summary", roofline_summary))),
-    *(Table(name, "serve-xeon.json", "inferlab bench serve --rates 1 4 inf --repeats 2 "
-            "--out docs/results/serve-xeon.json", fn, inline=inline)
-      for name, fn, inline in (("serve", serve_table, False),
+    Table("serve", "serve-xeon.json", "inferlab bench serve --rates 1 4 inf --repeats 2 "
+          "--out docs/results/serve-xeon.json", serve_table),
+    *(Table(name, "serve-amd.json", SERVE_AMD_CMD, fn, inline=inline)
+      for name, fn, inline in (("serve-amd", serve_table, False),
+                               ("serve-amd-timing", serve_timing_table, False),
                                ("serve-summary", serve_summary, True))),
 )}
