@@ -87,6 +87,23 @@ def test_the_server_timing_sits_beside_the_client_numbers():
     assert stack_table.timing_rows(result) == []              # nothing timed: no row
 
 
+def test_the_goal_names_each_gap_and_whether_the_ranges_overlap():
+    sp = lambda m, lo, hi: {"median": m, "lo": lo, "hi": hi, "n": 3}      # noqa: E731
+    same = {k: sp(10.0, 9.0, 11.0) for _, k, _ in stack_table.GOAL}
+    summary = {"1": {"inferlab": same, "vLLM": same},
+               "inf": {"inferlab": {**same, "p99_ttft_ms": sp(12.0, 11.5, 13.0),   # fixed input
+                                    "output_throughput": sp(9.0, 8.0, 10.0)},
+                       "vLLM": same}}
+    g = stack_table.gaps({"summary": summary})
+    assert g["1"] == []                                   # equal is not behind
+    assert [(m, round(p), o) for m, p, o in g["inf"]] == [
+        ("TTFT p99", 20, False), ("output tok/s", 10, True)]
+    text = stack_table.gaps_sentence({"summary": summary})
+    assert text.startswith("at 1 req/s: TTFT and TPOT p50 and p99 at or below vLLM's")
+    assert "all at once: behind on TTFT p99 by 20.0%, output tok/s by 10.0% (the ranges " \
+           "overlap)" in text
+
+
 def test_every_run_sends_prompts_no_earlier_run_sent():
     """Both servers share a run's seed; no two runs of one server share one (the random
     dataset would send the same prompts, and a prefix cache would remember them)."""
