@@ -29,6 +29,24 @@ def test_gallery_draws_every_view_and_chapter(tmp_path):
     assert "## Views" in text and "## Chapter figures" in text and "step by step" in text
 
 
+def test_some_chapters_redrawn_into_a_page_leave_the_others_alone(tmp_path):
+    import json
+    (tmp_path / "README.md").write_text("# Gallery\n\n![old alt](ch02_tokenization.png)\n"
+                                        "![other](ch01_prompt_anatomy.png)\n")
+    (tmp_path / gallery.FINGERPRINTS).write_text('{"ch01_prompt_anatomy": "x", '
+                                                 '"ch02_tokenization": "y"}')
+    gallery.build(tmp_path, only=["ch02"])          # from the records: no measuring
+    text = (tmp_path / "README.md").read_text()
+    alt = (tmp_path / "ch02_tokenization.alt.txt").read_text().strip()
+    assert f"![{alt}](ch02_tokenization.png)" in text and "![other](ch01_prompt" in text
+    prints = json.loads((tmp_path / gallery.FINGERPRINTS).read_text())
+    assert prints["ch01_prompt_anatomy"] == "x" and len(prints["ch02_tokenization"]) == 64
+    assert not (tmp_path / "token_stream.png").exists()           # no view redrawn
+    (tmp_path / "README.md").write_text("# Gallery\n")
+    with pytest.raises(FileNotFoundError, match="no entry for ch02_tokenization"):
+        gallery.build(tmp_path, only=["ch02"])
+
+
 def test_the_committed_gallery_is_what_the_records_draw():
     """Every picture in docs/gallery, drawn again from the committed records without
     measuring, is the same figure (data and layout) as the one committed."""

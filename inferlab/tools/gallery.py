@@ -153,7 +153,9 @@ def build(out_dir="docs/gallery", smoke: bool = False, only=None, views: bool = 
     """Render every picture into ``out_dir`` in the article profile (light and dark twins,
     caption and alt text beside each: ``figures.save(..., profile="article")``) and write
     its README.md; returns that path. The pictures are drawn from the records (no
-    measuring) unless ``measure`` or ``smoke``."""
+    measuring) unless ``measure`` or ``smoke``. ``only`` (chapters) into a folder that has a
+    page already: just those chapters' pictures, their entries updated in the page and the
+    fingerprints, every other entry left as it was."""
     from tqdm.auto import tqdm
 
     from inferlab.lab.book import record_notes
@@ -161,6 +163,9 @@ def build(out_dir="docs/gallery", smoke: bool = False, only=None, views: bool = 
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections = []
+    merge = bool(only) and (out / "README.md").exists()
+    if merge:                    # some chapters into a drawn page: only their pictures
+        views = False
     if views:
         traces = view_traces(smoke, measure)
         sections.append(("Views", view_figures(traces=traces)))
@@ -194,11 +199,34 @@ def build(out_dir="docs/gallery", smoke: bool = False, only=None, views: bool = 
     if views:
         lines += _animation(out, traces[0]["paged"], smoke or measure, notes.get(VIEWS, {}))
     path = out / "README.md"
+    prints = {stem: fingerprint(fig) for _, (stem, _, fig) in pictures}
+    if merge:
+        _merge(out, [stem for _, (stem, _, _) in pictures], prints, measure or smoke)
+        return os.fspath(path)
     path.write_text("\n".join(lines), encoding="utf-8")
     if not (measure or smoke):     # what the records draw: a later draw must give the same
-        (out / FINGERPRINTS).write_text(json.dumps(
-            {stem: fingerprint(fig) for _, (stem, _, fig) in pictures}, indent=1) + "\n")
+        (out / FINGERPRINTS).write_text(json.dumps(prints, indent=1) + "\n")
     return os.fspath(path)
+
+
+def _merge(out: pathlib.Path, stems: list[str], prints: dict, measured: bool) -> None:
+    """``--only``: the redrawn pictures' alt text into the page and their fingerprints into
+    the file, every other picture's entry left as it was."""
+    import re
+    page = out / "README.md"
+    text = page.read_text(encoding="utf-8") if page.exists() else ""
+    for stem in stems:
+        alt = (out / f"{stem}.alt.txt").read_text(encoding="utf-8").strip()
+        text, n = re.subn(rf"!\[[^\]]*\]\({re.escape(stem)}\.png\)",
+                          lambda _: f"![{alt}]({stem}.png)", text)
+        if not n:
+            raise FileNotFoundError(f"{page} has no entry for {stem}: draw the whole gallery "
+                                    "(`inferlab gallery`, without --only)")
+    page.write_text(text, encoding="utf-8")
+    if not measured:
+        path = out / FINGERPRINTS
+        old = json.loads(path.read_text()) if path.exists() else {}
+        path.write_text(json.dumps({**old, **prints}, indent=1) + "\n")
 
 
 ANIMATION = "kv_paging"

@@ -76,12 +76,14 @@ def spread_figure(spread: dict, here: dict | None = None):
         text=[f"{r['ratio']}x longer" if r["ratio"] > 1 else "all equal" for r in rows],
         textposition="middle right", marker=dict(size=10, color=palette.SERIES["main"])))
     if here:
-        for y, symbol, what in ((here["steps"], "circle-open", "in steps"),
-                                (here["wall"], "diamond", "on the wall clock")):
+        # the two sit at one x and often a few hundredths apart: a small diamond inside a
+        # wide ring, drawn after it, so neither hides the other
+        for y, symbol, size, what in ((here["wall"], "diamond", 9, "on the wall clock"),
+                                      (here["steps"], "circle-open", 22, "in steps")):
             fig.add_trace(go.Scatter(            # one trace each: its legend shows its marker
                 x=[here["ideal"]], y=[y], mode="markers",
                 name=f"this chapter's chat answers, {what}",
-                marker=dict(size=12, symbol=symbol, color=palette.INK,
+                marker=dict(size=size, symbol=symbol, color=palette.INK,
                             line=dict(width=2, color=palette.INK))))
         fig.add_annotation(x=here["ideal"], y=here["wall"], ax=-30, ay=-150, showarrow=True,
                            arrowcolor=palette.INK, xanchor="left", yanchor="bottom",
