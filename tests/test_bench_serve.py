@@ -72,7 +72,8 @@ def test_runs_become_median_and_range_per_rate_and_server():
 
 def test_the_server_timing_sits_beside_the_client_numbers():
     parts = lambda v: {"ttft_ms": {p: v for p in timing.TTFT_PARTS}, "per_token_ms": {
-        p: v for p in timing.DECODE_PARTS}, "requests": 3, "batch_p50": 2}
+        p: v for p in timing.DECODE_PARTS}, "requests": 3, "batch_p50": 2,
+        "slowest_ttft_ms": {**{p: 2 * v for p in timing.TTFT_PARTS}, "total": 14 * v}}
     base = stack_bench.read_client_result(str(FIX))
     runs = [{"rate": "1", "server": s, "metrics": base, "repeat": k,
              **({"server_timing": parts(v)} if s == "inferlab" else {})}
@@ -83,6 +84,9 @@ def test_the_server_timing_sits_beside_the_client_numbers():
     assert row[0] == "1 req/s" and row[2] == "2.0"            # the median over the repeats
     assert row[6] == "6.0"                                    # flush + hand-off + write
     assert row[-1] == "2"
+    (slow,) = stack_table.slowest_rows(result)
+    assert len(slow) == len(stack_table.SLOWEST_HEADER)
+    assert slow[2] == "4.0" and slow[6] == "12.0" and slow[-1] == "28.0"   # parse, out, total
     runs[0]["server_timing"] = runs[2]["server_timing"] = {"requests": 0}
     assert stack_table.timing_rows(result) == []              # nothing timed: no row
 

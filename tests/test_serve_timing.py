@@ -74,6 +74,8 @@ def test_parts_add_up_to_their_totals(tmp_path):
     assert (d["forward"], d["step_other"], d["between_steps"]) == (35.0, 12.0, 3.0)  # fixed input
     assert (d["delivery_drift"], d["total"], d["per_token"]) == (-0.5, 49.5, 24.75)  # fixed input
     assert line["in_order"] and line["batch_p50"] == 3 and line["chunks"] == 3
+    later = {**line, "ttft_ms": {**line["ttft_ms"], "total": 60.0}}
+    assert summarize([line, later])["slowest_ttft_ms"] == later["ttft_ms"]  # fixed input
     t.chunks[0] = (4, 100.0505, 100.0525)            # taken off the queue before the flush
     assert not tm.breakdown(t, "r", 3)["in_order"]
     t.added = None                                   # never reached the engine: no line

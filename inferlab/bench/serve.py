@@ -19,7 +19,8 @@ calls it without this command); ``--out`` writes its dict as a result file.
 from __future__ import annotations
 
 from inferlab.lab.stack_bench import measure_stacks
-from inferlab.lab.stack_table import HEADER, TIMING_HEADER, gaps_sentence, rows, timing_rows
+from inferlab.lab.stack_table import (HEADER, SLOWEST_HEADER, TIMING_HEADER, gaps_sentence, rows,
+                                     slowest_rows, timing_rows)
 
 from .common import table
 
@@ -43,6 +44,8 @@ def main(smoke: bool = False, rates=None, requests: int | None = None,
         out("\nwhere inferlab's time went (inferlab serve --timing; ms, the median request's "
             "parts, median over the repeats; TPOT parts per token):")
         table(out, TIMING_HEADER, timing_rows(res))
+        out("the slowest first token of each run (median over the repeats), in parts:")
+        table(out, SLOWEST_HEADER, slowest_rows(res))
     g = res["greedy"]
     out(f"greedy (temperature 0, {g['max_tokens']} tokens): the two servers' answers agree on "
         f"{g['agree']} of {g['of']} prompts")

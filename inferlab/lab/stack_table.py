@@ -43,6 +43,17 @@ def markdown(result: dict) -> str:
 TIMING_HEADER = ["rate", "TTFT p50 ms (client)", "server: parse", "to driver", "queued",
                  "first step", "hand-off + write", "TPOT p50 ms (client)",
                  "server: forward", "rest of step", "between steps", "delivery", "batch"]
+SLOWEST_HEADER = ["rate", "TTFT p99 ms (client)", "slowest: parse", "to driver", "queued",
+                  "first step", "hand-off + write", "server's TTFT"]
+
+
+def _timed(result: dict, rate: str) -> list[dict]:
+    return [r["server_timing"] for r in result["runs"] if r["rate"] == rate
+            and r["server"] == "inferlab" and r.get("server_timing", {}).get("requests")]
+
+
+def _med(ts: list[dict], key: str, *parts: str) -> str:
+    return "{:.1f}".format(statistics.median(sum(t[key][p] for p in parts) for t in ts))
 
 
 def timing_rows(result: dict) -> list[list[str]]:
@@ -51,20 +62,35 @@ def timing_rows(result: dict) -> list[list[str]]:
     repeats; what the parts do not reach is the client's side."""
     out = []
     for rate, by_server in result["summary"].items():
-        ts = [r["server_timing"] for r in result["runs"] if r["rate"] == rate
-              and r["server"] == "inferlab" and r.get("server_timing", {}).get("requests")]
+        ts = _timed(result, rate)
         if not ts:
             continue
-        med = lambda key, *parts: "{:.1f}".format(statistics.median(   # noqa: E731
-            sum(t[key][p] for p in parts) for t in ts))
         s = by_server["inferlab"]
-        out.append([f"{rate} req/s", cell(s.get("p50_ttft_ms")), med("ttft_ms", "parse"),
-                    med("ttft_ms", "to_driver"), med("ttft_ms", "queued"),
-                    med("ttft_ms", "first_step"), med("ttft_ms", "flush", "handoff", "write"),
-                    cell(s.get("p50_tpot_ms")), med("per_token_ms", "forward"),
-                    med("per_token_ms", "step_other"), med("per_token_ms", "between_steps"),
-                    med("per_token_ms", "delivery_drift"),
+        out.append([f"{rate} req/s", cell(s.get("p50_ttft_ms")), _med(ts, "ttft_ms", "parse"),
+                    _med(ts, "ttft_ms", "to_driver"), _med(ts, "ttft_ms", "queued"),
+                    _med(ts, "ttft_ms", "first_step"),
+                    _med(ts, "ttft_ms", "flush", "handoff", "write"),
+                    cell(s.get("p50_tpot_ms")), _med(ts, "per_token_ms", "forward"),
+                    _med(ts, "per_token_ms", "step_other"),
+                    _med(ts, "per_token_ms", "between_steps"),
+                    _med(ts, "per_token_ms", "delivery_drift"),
                     "{:g}".format(statistics.median(t["batch_p50"] for t in ts))])
+    return out
+
+
+def slowest_rows(result: dict) -> list[list[str]]:
+    """What each rate's slowest first token was made of (each run's slowest request; the
+    median over the repeats), beside the client's TTFT p99."""
+    out = []
+    for rate, by_server in result["summary"].items():
+        ts = [t for t in _timed(result, rate) if "slowest_ttft_ms" in t]
+        if not ts:
+            continue
+        k = "slowest_ttft_ms"
+        out.append([f"{rate} req/s", cell(by_server["inferlab"].get("p99_ttft_ms")),
+                    _med(ts, k, "parse"), _med(ts, k, "to_driver"), _med(ts, k, "queued"),
+                    _med(ts, k, "first_step"), _med(ts, k, "flush", "handoff", "write"),
+                    _med(ts, k, "total")])
     return out
 
 

@@ -138,12 +138,14 @@ def _ms(parts: dict) -> dict:
 
 
 def summarize(lines: list[dict]) -> dict:
-    """The median of each part over a run's requests (streamed ones with a decode part)."""
+    """The median of each part over a run's requests (streamed ones with a decode part), and
+    the parts of the slowest first token (``slowest_ttft_ms``: what a TTFT p99 is made of)."""
     rows = [x for x in lines if "decode_ms" in x]
     if not rows:
         return {"requests": 0}
     med = lambda key, part: round(statistics.median(r[key][part] for r in rows), 3)  # noqa: E731
-    return {"requests": len(rows),
+    slowest = max(lines, key=lambda r: r["ttft_ms"]["total"])
+    return {"requests": len(rows), "slowest_ttft_ms": slowest["ttft_ms"],
             "ttft_ms": {p: med("ttft_ms", p) for p in (*TTFT_PARTS, "total")},
             "decode_ms": {p: med("decode_ms", p) for p in (*DECODE_PARTS, "total")},
             "per_token_ms": {p: round(statistics.median(r["decode_ms"][p] / max(

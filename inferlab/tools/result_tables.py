@@ -114,15 +114,20 @@ def serve_timing_table(res: dict, file: str) -> str:
     if not rows:
         raise ResultsError(f"{file} has no server timing: measure it with `inferlab bench serve "
                            "--timing`")
-    head = stack_table.TIMING_HEADER
-    return "\n".join([
-        f"Where inferlab's time went, {caption(res, file)}: the client's TTFT and TPOT p50 "
-        "(median, range over the repeats) beside `inferlab serve --timing`'s parts, each the "
-        "median request's, then the median over the repeats; the TPOT parts are per token, and "
-        "what they do not reach is the client's side (socket, parsing, its event loop). "
-        "'batch': requests in the median step of a request's decode.", "",
-        "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
-        *("| " + " | ".join(row) + " |" for row in rows)])
+    md = lambda head, rows: ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),  # noqa: E731
+                             *("| " + " | ".join(row) + " |" for row in rows)]
+    lines = [f"Where inferlab's time went, {caption(res, file)}: the client's TTFT and TPOT p50 "
+             "(median, range over the repeats) beside `inferlab serve --timing`'s parts, each "
+             "the median request's, then the median over the repeats; the TPOT parts are per "
+             "token, and what they do not reach is the client's side (socket, parsing, its "
+             "event loop). 'batch': requests in the median step of a request's decode.", "",
+             *md(stack_table.TIMING_HEADER, rows)]
+    slow = stack_table.slowest_rows(r)
+    if slow:
+        lines += ["", "The slowest first token of each run (what a TTFT p99 is made of; the "
+                  "median over the repeats), in the same parts:", "",
+                  *md(stack_table.SLOWEST_HEADER, slow)]
+    return "\n".join(lines)
 
 
 def engine_summary(res: dict, file: str) -> str:
