@@ -9,12 +9,13 @@ cache's transformers directory, which inferlab's engine reads too), the same
 ``max_num_seqs`` and ``max_model_len``. For each request rate (Poisson arrivals; ``inf``: all
 at once) ``vllm bench serve`` (the openai completions backend, the random dataset: prompts of
 random token ids, ``--ignore-eos`` so every answer has exactly ``output_len`` tokens,
-``--temperature 0``) runs against one server, then the other, A B A B, ``repeats`` times. Each
-run (a repeat at a rate) has a seed of its own (``run_seed``): both servers get the same
+``--temperature 0``) runs against one server, then the other, A B A B, ``repeats`` times.
+Each run (a repeat at a rate) has a seed of its own (``run_seed``): both servers get the same
 prompts and arrival times, and no prompt is sent twice to one server (a prefix cache would
 remember it; until 2026-12-07 a repeat's rates shared one seed, so after the first rate
-inferlab's 16-token blocks found most of each prompt cached, vLLM's 128-token ones nothing). The client's saved
-JSON gives TTFT, TPOT, ITL (p50, p99) and throughput; each is reported as median and range.
+inferlab's 16-token blocks found most of each prompt cached, vLLM's 128-token ones little).
+The client's saved JSON gives TTFT, TPOT, ITL (p50, p99) and throughput; each is reported as
+median and range.
 
 Before timing, the same few prompts (completions and chat, temperature 0) go to both servers:
 how many answers agree, word for word, is the ``greedy`` part; it is the warm-up too.
@@ -47,9 +48,9 @@ from pathlib import Path
 
 from ..connect.front.machine import cpu_list, free_port
 from ..errors import InvalidInputError
-from .protocol import cpu_busy_seconds, cpus, others_cpus, others_warning, spread
 from ..serve.timing import read_lines
 from ..serve.timing import summarize as summarize_timing
+from .protocol import cpu_busy_seconds, cpus, others_cpus, others_warning, spread
 from .serving_stacks import (START_TIMEOUT_S, ServerFailed, die_with_parent, group_alive,
                              inferlab_server, reaped, vllm_cli, vllm_server)
 

@@ -124,7 +124,9 @@ def gaps_sentence(result: dict, theirs: str = "vLLM") -> str:
     g = gaps(result, theirs=theirs)
     name = lambda r: "all at once" if r == "inf" else f"{r} req/s"   # noqa: E731
     ahead = [name(r) for r, b in g.items() if not b]
-    parts = [f"at {' and '.join(ahead)}: TTFT and TPOT p50 and p99 at or below {theirs}'s, "
+    listed = ", ".join(ahead[:-1]) + (" and " if len(ahead) > 1 else "") + ahead[-1] if ahead \
+        else ""
+    parts = [f"at {listed}: TTFT and TPOT p50 and p99 at or below {theirs}'s, "
              "output tok/s at or above"] if ahead else []
     for r, b in g.items():
         if b:

@@ -99,6 +99,8 @@ class Server:
         except InvalidInputError:
             if self.recorder is not None:
                 self.recorder.close()
+            if self.timing is not None:
+                self.timing.close()
             raise
         self.host, self.port = host, self._sock.getsockname()[1]
         self._uvicorn = uvicorn.Server(uvicorn.Config(
