@@ -159,7 +159,7 @@ class EngineDriver:
             self._publish_idle()             # so views see an abort now, not at the next step
         if self._stopped or not eng.has_unfinished_requests():
             return
-        t0 = now()
+        t0 = now() if self.timing is not None else 0.0
         try:
             outs = eng.step()
         except Exception as e:               # noqa: BLE001 - fail its requests, go on

@@ -9,6 +9,7 @@ import dataclasses
 from typing import Callable
 
 from inferlab.lab import stack_table
+from inferlab.lab.chapters._display import md_table
 from inferlab.lab.protocol import spread
 from inferlab.tools.result_binder import (cells_table, kernels_table, kv_pages_table,
                                           pod_summary, pod_table)
@@ -114,19 +115,17 @@ def serve_timing_table(res: dict, file: str) -> str:
     if not rows:
         raise ResultsError(f"{file} has no server timing: measure it with `inferlab bench serve "
                            "--timing`")
-    md = lambda head, rows: ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),  # noqa: E731
-                             *("| " + " | ".join(row) + " |" for row in rows)]
     lines = [f"Where inferlab's time went, {caption(res, file)}: the client's TTFT and TPOT p50 "
              "(median, range over the repeats) beside `inferlab serve --timing`'s parts, each "
              "the median request's, then the median over the repeats; the TPOT parts are per "
              "token, and what they do not reach is the client's side (socket, parsing, its "
              "event loop). 'batch': requests in the median step of a request's decode.", "",
-             *md(stack_table.TIMING_HEADER, rows)]
+             md_table(stack_table.TIMING_HEADER, rows)]
     slow = stack_table.slowest_rows(r)
     if slow:
         lines += ["", "The slowest first token of each run (what a TTFT p99 is made of; the "
                   "median over the repeats), in the same parts:", "",
-                  *md(stack_table.SLOWEST_HEADER, slow)]
+                  md_table(stack_table.SLOWEST_HEADER, slow)]
     return "\n".join(lines)
 
 
