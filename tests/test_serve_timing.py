@@ -3,27 +3,26 @@ put into one part is found in that part and no other.
 
 The arithmetic is checked on timestamps the test chose (the parts add up to their totals).
 A tiny engine serves streamed completions over loopback: each finished request writes one
-line, its events in their order (no part below zero). Then a known delay is added
-where one part is measured (a step-record subscriber that sleeps: inside the engine step,
-after the forward pass; a slow chunk formatter: the SSE write) and the breakdown must move
-that part by about the delay per token while the forward pass stays put. No duration of the
-engine itself is asserted, only where a delay the test added shows up.
+line, its events in their order (no part below zero). Then the server's clock is made to jump
+where one part is measured (a step-record subscriber: inside the engine step, after the
+forward pass; the chunk formatter: the SSE write), and the breakdown must put the whole jump
+in that part and none in the engine's compute. No duration of the engine itself is asserted,
+only where a jump the test made shows up.
 """
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
 
 import inferlab as il
 import inferlab.serve
-from inferlab.serve import responses
+from inferlab.serve import responses, timing
 from inferlab.serve.timing import (DECODE_PARTS, TTFT_PARTS, RequestTimes, ServeTiming,
                                    read_lines, summarize)
 
-DELAY_S = 0.03
+JUMP_S = 60.0
 TOKENS = 8
 
 
@@ -104,24 +103,28 @@ def test_timing_off_times_nothing():
 
 @pytest.mark.parametrize("where", ["step_other", "write"])
 def test_a_delay_shows_up_in_its_own_part(tmp_path, monkeypatch, where):
-    base, _ = run(tmp_path, "base")
+    """The server's clock (``timing.clock``) jumps a minute where one part is measured: in a
+    step-record subscriber (inside the step, after the forward pass: ``step_other``), or while
+    the chunks are formatted (the SSE ``write``). The part gains the whole jump, per token or
+    in the TTFT; the engine's compute, timed by the engine's own clock, gains none of it."""
+    offset, server_clock = [0.0], timing.clock
+    monkeypatch.setattr(timing, "clock", lambda: server_clock() + offset[0])
 
-    def slow_steps(eng):                     # a subscriber: inside the step, after forward
-        return eng.subscribe(lambda rec: time.sleep(DELAY_S))
+    def jump(*_):
+        offset[0] += JUMP_S
 
-    def slow_chunks(eng):                    # formatting the chunks: the SSE write
+    def in_steps(eng):
+        return eng.subscribe(jump)
+
+    def in_chunks(eng):
         chunks = responses.Answer.chunks
         monkeypatch.setattr(responses.Answer, "chunks", lambda self, i, out: (
-            time.sleep(DELAY_S), chunks(self, i, out))[1])
+            jump(), chunks(self, i, out))[1])
 
-    slow, _ = run(tmp_path, "slow", setup=slow_steps if where == "step_other" else slow_chunks)
-    b, s = summarize(base)["per_token_ms"], summarize(slow)["per_token_ms"]
-    delay_ms = DELAY_S * 1e3
-    if where == "write":                     # the first chunk's write, in the TTFT
-        b, s = summarize(base)["ttft_ms"], summarize(slow)["ttft_ms"]
+    lines, _ = run(tmp_path, "jumped", setup=in_steps if where == "step_other" else in_chunks)
+    s = summarize(lines)
+    parts = s["per_token_ms"] if where == "step_other" else s["ttft_ms"]
     compute = "forward" if where == "step_other" else "first_step"
-    gain = {p: s[p] - b[p] for p in (compute, where)}
-    # a sleep never ends early: the part holding it gains the whole delay the test fed in,
-    # and more than the engine's compute gains, whatever else the machine does
-    assert gain[where] >= 0.8 * delay_ms, (gain, b, s)                     # fixed input
-    assert gain[where] > gain[compute] + 0.5 * delay_ms, (gain, b, s)      # fixed input
+    jump_ms = JUMP_S * 1e3
+    assert parts[where] >= jump_ms, parts                       # fixed input: the jump
+    assert parts[compute] < jump_ms / 2, parts                  # fixed input: none of it
